@@ -1,0 +1,39 @@
+# Two entry points for a newcomer: `make demo` (the end-to-end PySpark pipeline)
+# and `make test` (the whole test suite). Both create .venv and install pinned
+# dependencies on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SF ?= 0.1
+
+.PHONY: setup demo test lint format bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(PY) -m lance_partitioned.pipeline --scale-factor $(SF)
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest
+
+lint: setup
+	$(PY) -m ruff check .
+
+format: setup
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+bench: setup
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

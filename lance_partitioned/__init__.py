@@ -1,0 +1,42 @@
+"""lance-partitioned: the Lance Partitioned Namespace format (seed 000) in Python.
+
+    import lance_partitioned as lp
+    ns = lp.create("/data/events", schema, "year(event_date), country")
+    ns.append(table)
+    ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
+"""
+
+from lance_partitioned.errors import (
+    CommitConflictError,
+    FilterError,
+    NamespaceExistsError,
+    NotAPartitionedNamespaceError,
+    PartitionedNamespaceError,
+    SchemaError,
+    SpecError,
+    UnsupportedFeatureError,
+)
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
+from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommitConflictError",
+    "FilterError",
+    "NamespaceExistsError",
+    "NotAPartitionedNamespaceError",
+    "PartitionField",
+    "PartitionSpec",
+    "PartitionedNamespace",
+    "PartitionedNamespaceError",
+    "Schema",
+    "SchemaError",
+    "SpecError",
+    "UnsupportedFeatureError",
+    "WriteResult",
+    "create",
+    "open",
+    "parse_spec",
+]

@@ -1,0 +1,252 @@
+"""The ``__manifest`` Lance table: rows, table metadata, and compare-and-swap commits.
+
+Layout (``shared/DESIGN.md`` §2.3-2.4): the five ``DirectoryNamespace`` base
+columns, then ``read_version`` / ``read_branch`` / ``read_tag``, then one
+``partition_field_<field_id>`` column per partition field of any spec version.
+Root properties (``schema``, ``partition_spec_v<N>``) live in the table metadata.
+
+Every change of rows goes through :meth:`Manifest.commit`, which is a single
+Lance commit pinned to the version the caller read: if anyone else changed the
+same rows meanwhile, Lance refuses it and we raise ``CommitConflictError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_partitioned.errors import (
+    CommitConflictError,
+    NotAPartitionedNamespaceError,
+    UnsupportedFeatureError,
+)
+from lance_partitioned.format.sql import quote_identifier, render_literal
+
+MANIFEST_DIR = "__manifest"
+SCHEMA_KEY = "schema"
+SPEC_KEY_PREFIX = "partition_spec_v"
+READER_FLAGS_KEY = "lance.namespace.manifest.reader_feature_flags"
+WRITER_FLAGS_KEY = "lance.namespace.manifest.writer_feature_flags"
+KNOWN_READER_FLAGS = 0
+KNOWN_WRITER_FLAGS = 0
+
+BASE_FIELDS = [
+    pa.field(
+        "object_id",
+        pa.string(),
+        nullable=False,
+        metadata={"lance-schema:unenforced-primary-key:position": "0"},
+    ),
+    pa.field("object_type", pa.string(), nullable=False),
+    pa.field("location", pa.string()),
+    pa.field("metadata", pa.string()),
+    pa.field("base_objects", pa.list_(pa.field("object_id", pa.string()))),
+]
+READ_FIELDS = [
+    pa.field("read_version", pa.uint64()),
+    pa.field("read_branch", pa.string()),
+    pa.field("read_tag", pa.string()),
+]
+BASE_COLUMNS = [f.name for f in BASE_FIELDS]
+READ_COLUMNS = [f.name for f in READ_FIELDS]
+
+
+def join_uri(root: str, name: str) -> str:
+    """``root/name`` for local paths and object-store URIs alike."""
+    return root.rstrip("/") + "/" + name
+
+
+def _flags(meta: dict[str, str], key: str) -> int:
+    raw = meta.get(key)
+    if raw is None or raw == "":
+        return 0
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise UnsupportedFeatureError(f"{key} is not an integer: {raw!r}") from exc
+
+
+def _sql_in(column: str, values: Sequence[Any]) -> str:
+    return f"{quote_identifier(column)} IN ({', '.join(render_literal(v) for v in values)})"
+
+
+class Manifest:
+    """Access to one root's ``__manifest`` table."""
+
+    def __init__(self, root: str, storage_options: dict[str, str] | None = None):
+        self.root = str(root).rstrip("/") if str(root) != "/" else str(root)
+        self.storage_options = storage_options
+        self.uri = join_uri(self.root, MANIFEST_DIR)
+
+    # -- opening ------------------------------------------------------------
+    def exists(self) -> bool:
+        try:
+            self.dataset()
+            return True
+        except (ValueError, OSError, FileNotFoundError, RuntimeError):
+            return False
+
+    def dataset(self, version: int | str | None = None) -> lance.LanceDataset:
+        """The ``__manifest`` dataset at ``version`` (latest when None)."""
+        return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
+
+    def open_checked(self, version: int | str | None = None, for_write: bool = False) -> lance.LanceDataset:
+        """Open, and refuse non-partitioned namespaces and unknown feature flags."""
+        if not self._local_exists():
+            raise NotAPartitionedNamespaceError(
+                f"{self.root!r} is not a partitioned namespace: it has no {MANIFEST_DIR} table"
+            )
+        try:
+            ds = self.dataset(version)
+        except Exception as exc:
+            raise NotAPartitionedNamespaceError(
+                f"{self.root!r} is not a partitioned namespace: cannot open {MANIFEST_DIR}"
+                + (f" at version {version!r}" if version is not None else "")
+                + f": {exc}"
+            ) from exc
+        meta = ds.metadata
+        if not any(k.startswith(SPEC_KEY_PREFIX) for k in meta):
+            raise NotAPartitionedNamespaceError(
+                f"{self.root!r} is a namespace directory but not a partitioned namespace: "
+                f"its {MANIFEST_DIR} metadata has no partition_spec_v<N> key"
+            )
+        rflags = _flags(meta, READER_FLAGS_KEY)
+        if rflags & ~KNOWN_READER_FLAGS:
+            raise UnsupportedFeatureError(
+                f"{self.root!r} needs reader features {rflags:#x} that this version does not support"
+            )
+        if for_write:
+            wflags = _flags(meta, WRITER_FLAGS_KEY)
+            if wflags & ~KNOWN_WRITER_FLAGS:
+                raise UnsupportedFeatureError(
+                    f"{self.root!r} needs writer features {wflags:#x} that this version does not support; "
+                    "refusing to write"
+                )
+        return ds
+
+    def _local_exists(self) -> bool:
+        if "://" in self.uri and not self.uri.startswith("file://"):
+            return True  # let Lance decide for object stores
+        path = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
+        return os.path.isdir(os.path.join(path, "_versions"))
+
+    # -- creation -----------------------------------------------------------
+    def create(self, metadata: dict[str, str], partition_fields: Sequence[pa.Field]) -> lance.LanceDataset:
+        """Create an empty ``__manifest`` with our columns, then write the root metadata."""
+        schema = manifest_schema(partition_fields)
+        ds = lance.write_dataset(
+            schema.empty_table(),
+            self.uri,
+            schema=schema,
+            mode="create",
+            storage_options=self.storage_options,
+        )
+        ds.update_metadata(metadata)
+        return self.dataset()
+
+    # -- reading ------------------------------------------------------------
+    @staticmethod
+    def rows(
+        ds: lance.LanceDataset, filter: str | None = None, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Manifest rows matching a SQL filter (all when None)."""
+        cols = list(columns) if columns is not None else None
+        return ds.to_table(columns=cols, filter=filter)
+
+    # -- writing ------------------------------------------------------------
+    def commit(
+        self,
+        base: lance.LanceDataset,
+        upserts: pa.Table | None,
+        delete_ids: Sequence[str] = (),
+    ) -> lance.LanceDataset:
+        """Insert/replace rows by ``object_id`` and delete others, in one commit on top of ``base``.
+
+        Raises CommitConflictError when a concurrent commit touched the same rows.
+        """
+        schema = base.schema
+        if upserts is None:
+            upserts = schema.empty_table()
+        else:
+            upserts = conform(upserts, schema)
+        builder = base.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
+        if delete_ids:
+            builder = builder.when_not_matched_by_source_delete(_sql_in("object_id", list(delete_ids)))
+        txn, _ = builder.execute_uncommitted(upserts)
+        try:
+            return lance.LanceDataset.commit(
+                self.uri,
+                txn,
+                read_version=base.version,
+                storage_options=self.storage_options,
+                max_retries=0,
+            )
+        except Exception as exc:  # lance.commit.CommitConflictError and friends
+            self._discard_uncommitted(txn, base.version)
+            if "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower():
+                raise CommitConflictError(
+                    f"__manifest of {self.root!r} changed concurrently (read at version {base.version}); "
+                    f"the write was not published and can be retried: {exc}"
+                ) from exc
+            raise
+
+    def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
+        """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""
+        if "://" in self.uri and not self.uri.startswith("file://"):
+            return  # object stores: vacuum reclaims them
+        root = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
+        op = txn.operation
+        paths = [os.path.join(root, "data", f.path) for frag in getattr(op, "new_fragments", []) for f in frag.files]
+        for frag in getattr(op, "updated_fragments", []):
+            dfile = frag.deletion_file
+            if dfile is not None and dfile.read_version == base_version:
+                paths.append(os.path.join(root, dfile.path(frag.id)))
+        for path in paths:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
+
+    def add_partition_columns(self, fields: Sequence[pa.Field]) -> lance.LanceDataset:
+        """Add nullable ``partition_field_*`` columns (all NULL for existing rows)."""
+        ds = self.dataset()
+        missing = [f for f in fields if f.name not in ds.schema.names]
+        if missing:
+            ds.add_columns([pa.field(f.name, f.type, nullable=True) for f in missing])
+        return self.dataset()
+
+
+def manifest_schema(partition_fields: Sequence[pa.Field]) -> pa.Schema:
+    """The full ``__manifest`` Arrow schema for the given partition columns."""
+    return pa.schema([*BASE_FIELDS, *READ_FIELDS, *[pa.field(f.name, f.type, True) for f in partition_fields]])
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Reorder/cast ``table`` to ``schema``, adding NULL columns it lacks."""
+    cols = []
+    n = table.num_rows
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            cols.append(col if col.type.equals(f.type) else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, type=f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def table_rows_filter() -> str:
+    return "object_type = 'table'"
+
+
+def prefix_filter(prefix: str) -> str:
+    """Rows whose object_id starts with ``prefix`` followed by ``$``."""
+    return f"object_id LIKE {render_literal(prefix + '$%')}"
+
+
+def is_in(column: pa.Array, values: Sequence[Any]) -> pa.Array:
+    return pc.is_in(column, value_set=pa.array(values, type=column.type))

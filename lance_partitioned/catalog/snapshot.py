@@ -1,0 +1,197 @@
+"""A pinned view of a namespace: one ``__manifest`` version, its schema, specs and rows.
+
+Everything a read or a write plans against comes from one ``Snapshot``, so a
+plan never mixes two manifest versions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import lance
+import pyarrow as pa
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.manifest import (
+    SCHEMA_KEY,
+    SPEC_KEY_PREFIX,
+    Manifest,
+    join_uri,
+    prefix_filter,
+)
+from lance_partitioned.errors import NotAPartitionedNamespaceError, SpecError
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionSpec, check_field_ids
+
+MIRROR_PREFIX = "partition."
+
+
+def format_partition_value(value: Any) -> str | None:
+    """The Appendix E string form of a partition value (dates as ISO ``yyyy-mm-dd``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> Any:
+    """Inverse of ``format_partition_value`` for one Arrow type."""
+    if text is None:
+        return None
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type):
+        return bytes.fromhex(text)
+    if pa.types.is_boolean(arrow_type):
+        return text == "true"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return text
+    return pa.scalar(text).cast(arrow_type).as_py()
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One partition table as the manifest lists it."""
+
+    object_id: str
+    location: str
+    spec_id: int
+    values: tuple[Any, ...]  # partition values in spec field order
+    read_version: int | None = None
+    read_branch: str | None = None
+    read_tag: str | None = None
+
+    def version_ref(self) -> int | str | tuple[str, int] | None:
+        """What to pass to ``lance.dataset(version=...)`` per seed 000 Read Behavior."""
+        if self.read_tag is not None:
+            return self.read_tag
+        if self.read_branch is not None:
+            return (self.read_branch, self.read_version) if self.read_version is not None else (self.read_branch, None)
+        return self.read_version
+
+
+@dataclass
+class Snapshot:
+    """A namespace as of one ``__manifest`` version."""
+
+    manifest: Manifest
+    dataset: lance.LanceDataset
+    schema: Schema
+    specs: dict[int, PartitionSpec]
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, manifest: Manifest, version: int | str | None = None, for_write: bool = False) -> Snapshot:
+        ds = manifest.open_checked(version, for_write=for_write)
+        meta = ds.metadata
+        if SCHEMA_KEY not in meta:
+            raise NotAPartitionedNamespaceError(
+                f"{manifest.root!r}: __manifest metadata has partition specs but no 'schema' key"
+            )
+        schema = Schema.from_json(meta[SCHEMA_KEY])
+        specs: dict[int, PartitionSpec] = {}
+        for key, value in meta.items():
+            if not key.startswith(SPEC_KEY_PREFIX):
+                continue
+            suffix = key[len(SPEC_KEY_PREFIX) :]
+            if not suffix.isdigit():
+                raise SpecError(f"bad spec key {key!r} in {manifest.root!r}")
+            try:
+                spec = PartitionSpec.from_json(value)
+            except SpecError as exc:
+                raise SpecError(f"{key} of {manifest.root!r} is invalid: {exc}") from exc
+            if spec.spec_id != int(suffix):
+                raise SpecError(f"{key} of {manifest.root!r} has id {spec.spec_id}, expected {suffix}")
+            specs[spec.spec_id] = spec
+        check_field_ids(specs.values())
+        return cls(manifest, ds, schema, specs)
+
+    @property
+    def version(self) -> int:
+        return self.dataset.version
+
+    @property
+    def current_spec(self) -> PartitionSpec:
+        return self.specs[max(self.specs)]
+
+    def leaf_uri(self, location: str) -> str:
+        return join_uri(self.manifest.root, location)
+
+    # -- rows ---------------------------------------------------------------
+    @cached_property
+    def all_rows(self) -> pa.Table:
+        return self.dataset.to_table()
+
+    def leaves(self, filter: str | None = None) -> list[Leaf]:
+        """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
+        cond = "object_type = 'table'" + (f" AND ({filter})" if filter else "")
+        spec_cols = {f.column for s in self.specs.values() for f in s.fields}
+        cols = ["object_id", "location", "read_version", "read_branch", "read_tag", *sorted(spec_cols)]
+        rows = self.dataset.to_table(columns=cols, filter=cond)
+        return self._to_leaves(rows)
+
+    def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
+        data = rows.to_pydict()
+        out = []
+        for i, oid in enumerate(data["object_id"]):
+            sid = layout.spec_id_of(oid)
+            spec = self.specs.get(sid)
+            if spec is None:
+                raise SpecError(f"manifest row {oid!r} belongs to unknown spec version v{sid}")
+            out.append(
+                Leaf(
+                    object_id=oid,
+                    location=data["location"][i],
+                    spec_id=sid,
+                    values=tuple(data[f.column][i] for f in spec.fields),
+                    read_version=data["read_version"][i],
+                    read_branch=data["read_branch"][i],
+                    read_tag=data["read_tag"][i],
+                )
+            )
+        return out
+
+    def leaves_of_spec(self, spec_id: int) -> list[Leaf]:
+        return self.leaves(prefix_filter(layout.spec_namespace(spec_id)))
+
+    def namespace_rows(self, spec_id: int) -> pa.Table:
+        cond = f"object_type = 'namespace' AND {prefix_filter(layout.spec_namespace(spec_id))}"
+        return self.dataset.to_table(filter=cond)
+
+    def open_leaf(self, leaf: Leaf) -> lance.LanceDataset:
+        """The leaf dataset at its pinned version."""
+        return open_leaf_dataset(self.leaf_uri(leaf.location), leaf, self.manifest.storage_options)
+
+
+def open_leaf_dataset(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> lance.LanceDataset:
+    ref = leaf.version_ref()
+    if isinstance(ref, tuple):
+        branch, version = ref
+        ds = lance.dataset(uri, storage_options=storage_options)
+        return ds.checkout_version((branch, version)) if version is not None else ds.checkout_version(branch)
+    return lance.dataset(uri, version=ref, storage_options=storage_options)
+
+
+def mirror_metadata(values: dict[str, Any]) -> str:
+    """The ``metadata`` JSON of a row: ``{"partition.<field_id>": "<value>"}`` (NULL as JSON null)."""
+    return json.dumps(
+        {MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items()},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def key_of(values: Sequence[Any]) -> tuple[Any, ...]:
+    """A hashable partition key (floats keep NaN distinct but equal to itself)."""
+    return tuple(values)

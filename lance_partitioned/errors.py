@@ -1,0 +1,37 @@
+"""Exceptions raised by lance-partitioned. Every message names the offending thing."""
+
+from __future__ import annotations
+
+
+class PartitionedNamespaceError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class SpecError(PartitionedNamespaceError, ValueError):
+    """A partition spec or partition field is invalid."""
+
+
+class SchemaError(PartitionedNamespaceError, ValueError):
+    """A namespace schema is invalid, or input data does not fit it."""
+
+
+class NotAPartitionedNamespaceError(PartitionedNamespaceError):
+    """The root exists but is not a partitioned namespace (or does not exist)."""
+
+
+class NamespaceExistsError(PartitionedNamespaceError):
+    """create() was called on a root that already holds a namespace."""
+
+
+class UnsupportedFeatureError(PartitionedNamespaceError):
+    """The namespace uses a feature flag this version does not understand."""
+
+
+class CommitConflictError(PartitionedNamespaceError):
+    """A concurrent writer changed the same partitions. Retrying the write is safe."""
+
+    retryable = True
+
+
+class FilterError(PartitionedNamespaceError, ValueError):
+    """A filter could not be parsed or bound to the namespace schema."""

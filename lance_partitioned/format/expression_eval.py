@@ -1,0 +1,105 @@
+"""Custom partition ``expression`` fields, evaluated with DataFusion SQL.
+
+``col0..colN`` are bound to the source columns in ``source_ids`` order, and
+``murmur3`` / ``murmur3_multi`` are registered with the canonical semantics of
+``hashing``. The result is cast to the field's ``result_type``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lance_partitioned.errors import SpecError
+from lance_partitioned.format import hashing
+
+if TYPE_CHECKING:
+    from lance_partitioned.format.spec import PartitionField
+
+_COL_RE = re.compile(r"\bcol(\d+)\b", re.IGNORECASE)
+
+
+def _kind(t: pa.DataType) -> str:
+    checks = [
+        ("integer", pa.types.is_integer),
+        ("floating", pa.types.is_floating),
+        ("decimal", pa.types.is_decimal),
+        ("string", lambda x: pa.types.is_string(x) or pa.types.is_large_string(x) or pa.types.is_string_view(x)),
+        ("binary", lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x)),
+        ("boolean", pa.types.is_boolean),
+        ("date", pa.types.is_date),
+        ("timestamp", pa.types.is_timestamp),
+    ]
+    for name, pred in checks:
+        if pred(t):
+            return name
+    return str(t)
+
+
+def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None):
+    from datafusion import SessionContext, udf
+
+    ctx = SessionContext()
+    n = len(src_types)
+    ctx.register_udf(
+        udf(lambda a: hashing.murmur3(a), [src_types[0]], pa.int32(), "immutable", name="murmur3")
+    )
+    ctx.register_udf(
+        udf(
+            lambda *arrs: hashing.murmur3_multi(list(arrs)),
+            list(src_types),
+            pa.int32(),
+            "immutable",
+            name="murmur3_multi",
+        )
+    )
+    if arrays is None:
+        arrays = [pa.array([], type=t) for t in src_types]
+    table = pa.table({f"col{i}": arrays[i] for i in range(n)})
+    batches = table.to_batches() or [pa.RecordBatch.from_arrays([a for a in table.columns], names=table.column_names)]
+    ctx.register_record_batches("t", [batches])
+    return ctx
+
+
+def validate_expression(field: PartitionField, src_types: Sequence[pa.DataType]) -> None:
+    """Reject expressions that reference unknown colK, are not deterministic, or don't fit result_type."""
+    expr = field.expression or ""
+    n = len(src_types)
+    for m in _COL_RE.finditer(expr):
+        k = int(m.group(1))
+        if k >= n:
+            raise SpecError(
+                f"partition field {field.field_id!r}: expression {expr!r} references col{k} "
+                f"but the field has only {n} source column(s) (col0..col{n - 1})"
+            )
+    try:
+        df = _context(src_types, None).sql(f"SELECT {expr} AS v FROM t")
+        plan_text = repr(df.logical_plan()) + str(df.optimized_logical_plan())
+        out_type = df.schema().field("v").type
+    except Exception as exc:
+        raise SpecError(f"partition field {field.field_id!r}: invalid expression {expr!r}: {exc}") from exc
+    if re.search(r"volatility:\s*(Volatile|Stable)", plan_text):
+        raise SpecError(
+            f"partition field {field.field_id!r}: expression {expr!r} is not deterministic "
+            "(it uses a volatile or stateful function such as now() or random())"
+        )
+    if _kind(out_type) != _kind(field.result_type):
+        raise SpecError(
+            f"partition field {field.field_id!r}: expression {expr!r} returns {out_type}, "
+            f"which does not fit result_type {field.result_type}"
+        )
+
+
+def evaluate_expression(field: PartitionField, arrays: Sequence[pa.Array]) -> pa.Array:
+    """Evaluate the field's expression over source arrays, cast to ``result_type``."""
+    src_types = [a.type for a in arrays]
+    length = len(arrays[0]) if arrays else 0
+    if length == 0:
+        return pa.array([], type=field.result_type)
+    ctx = _context(src_types, arrays)
+    out = ctx.sql(f"SELECT {field.expression} AS v FROM t").to_arrow_table().column("v")
+    out = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    return out.cast(field.result_type)

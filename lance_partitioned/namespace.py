@@ -1,0 +1,292 @@
+"""``PartitionedNamespace``: the user-facing handle on one partitioned namespace root."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lance
+import pyarrow as pa
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.manifest import (
+    SCHEMA_KEY,
+    Manifest,
+    manifest_schema,
+)
+from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_partition_value
+from lance_partitioned.errors import NamespaceExistsError, SchemaError
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
+from lance_partitioned.operations.input import DataLike, iter_batches
+from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
+from lance_partitioned.operations.write import (
+    APPEND,
+    DYNAMIC,
+    OVERWRITE,
+    PartitionWriter,
+    abort_write,
+    commit_write,
+    new_job_secret,
+)
+
+log = logging.getLogger(__name__)
+
+SchemaLike = Any  # pa.Schema | Schema | str (JsonArrowSchema JSON) | dict
+SpecLike = Any  # str (Iceberg-style or JSON) | dict | PartitionSpec | Sequence[PartitionField]
+
+
+def to_schema(schema: SchemaLike) -> Schema:
+    """Accept an Arrow schema, a Schema, or JsonArrowSchema JSON (str or dict)."""
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, pa.Schema):
+        return Schema.from_arrow(schema)
+    if isinstance(schema, (str, dict)):
+        return Schema.from_json(schema)
+    raise SchemaError(f"expected a pyarrow Schema or JsonArrowSchema JSON, got {type(schema).__name__}")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did: the new ``__manifest`` version and the rows/partitions written."""
+
+    version: int
+    rows: int
+    partitions: int
+    new_partitions: int
+
+
+class PartitionedNamespace:
+    """A Lance partitioned namespace (seed 000) rooted at ``root``.
+
+    Reads are pinned to one ``__manifest`` version (``version``); writes always
+    plan against the latest version and publish with one atomic commit.
+    """
+
+    def __init__(self, manifest: Manifest, snapshot: Snapshot, pinned: bool = False):
+        self._manifest = manifest
+        self._snapshot = snapshot
+        self._pinned = pinned
+
+    # -- lifecycle ----------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        root: str,
+        schema: SchemaLike,
+        spec: SpecLike = "",
+        storage_options: dict[str, str] | None = None,
+    ) -> PartitionedNamespace:
+        """Create an empty namespace. Field ids are assigned depth-first from 0 when absent."""
+        root = str(root)
+        ns_schema = to_schema(schema)
+        ns_spec = parse_spec(spec, ns_schema, spec_id=1)
+        manifest = Manifest(root, storage_options)
+        if manifest._local_exists():
+            raise NamespaceExistsError(f"{root!r} already contains a __manifest table")
+        metadata = {SCHEMA_KEY: ns_schema.to_json_str(), ns_spec.key: ns_spec.to_json_str()}
+        columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
+        first_row = pa.Table.from_pylist(
+            [{"object_id": ns_spec.namespace, "object_type": "namespace", "metadata": "{}"}],
+            schema=manifest_schema(columns),
+        )
+        ds = lance.write_dataset(
+            first_row, manifest.uri, mode="create", storage_options=storage_options
+        )
+        ds.update_metadata(metadata)
+        return cls(manifest, Snapshot.load(manifest))
+
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        version: int | str | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> PartitionedNamespace:
+        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag)."""
+        manifest = Manifest(str(root), storage_options)
+        return cls(manifest, Snapshot.load(manifest, version), pinned=version is not None)
+
+    def refresh(self) -> PartitionedNamespace:
+        """Move to the latest ``__manifest`` version."""
+        self._snapshot = Snapshot.load(self._manifest)
+        self._pinned = False
+        return self
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def root(self) -> str:
+        return self._manifest.root
+
+    @property
+    def version(self) -> int:
+        """The ``__manifest`` version this handle reads."""
+        return self._snapshot.version
+
+    @property
+    def schema(self) -> Schema:
+        return self._snapshot.schema
+
+    @property
+    def spec(self) -> PartitionSpec:
+        """The current (newest) partition spec."""
+        return self._snapshot.current_spec
+
+    @property
+    def specs(self) -> dict[int, PartitionSpec]:
+        return dict(self._snapshot.specs)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    # -- writes -------------------------------------------------------------
+    def append(self, data: DataLike, **options: Any) -> WriteResult:
+        """Add rows. Partitions are created as needed; one atomic commit publishes them."""
+        return self._write(data, APPEND, **options)
+
+    def overwrite(self, data: DataLike, dynamic: bool = False, **options: Any) -> WriteResult:
+        """Replace the whole namespace with ``data``; with ``dynamic=True`` replace only the partitions ``data`` touches."""
+        return self._write(data, DYNAMIC if dynamic else OVERWRITE, **options)
+
+    def _write(
+        self,
+        data: DataLike,
+        mode: str,
+        *,
+        max_buffer_bytes: int = 512 << 20,
+        max_rows_per_file: int = 1 << 20,
+        progress: Callable[[int], None] | None = None,
+    ) -> WriteResult:
+        if self._pinned:
+            raise SchemaError("this handle is pinned to an old version; use refresh() before writing")
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        writer = PartitionWriter(
+            snapshot,
+            new_job_secret(),
+            max_buffer_bytes=max_buffer_bytes,
+            max_rows_per_file=max_rows_per_file,
+            progress=progress,
+        )
+        try:
+            for batch in iter_batches(data):
+                writer.write(batch)
+            written = writer.finish()
+        except BaseException:
+            abort_write(snapshot, writer.result)
+            raise
+        if not written.leaves and mode != OVERWRITE:
+            self._snapshot = snapshot
+            return WriteResult(snapshot.version, 0, 0, 0)
+        self._snapshot = commit_write(self._manifest, snapshot, written, mode)
+        return WriteResult(
+            self._snapshot.version,
+            written.rows,
+            len(written.leaves),
+            sum(lw.is_new for lw in written.leaves.values()),
+        )
+
+    # -- reads --------------------------------------------------------------
+    def scan(
+        self,
+        filter: FilterLike = None,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> Scan:
+        """A pruned scan; call ``to_arrow()``, ``to_batches()``, ``to_pandas()`` or ``count()``."""
+        return Scan(self._snapshot, filter, columns, batch_size)
+
+    def plan(self, filter: FilterLike = None) -> list[ScanTask]:
+        """The leaf tables a scan with ``filter`` reads: object_id, location, read_version, values."""
+        return self.scan(filter).plan()
+
+    def to_arrow(self, filter: FilterLike = None, columns: Sequence[str] | None = None) -> pa.Table:
+        return self.scan(filter, columns).to_arrow()
+
+    def count(self, filter: FilterLike = None) -> int:
+        return self.scan(filter).count()
+
+    def versions(self) -> list[dict[str, Any]]:
+        """``__manifest`` versions: number and timestamp, oldest first."""
+        return [
+            {"version": v["version"], "timestamp": v["timestamp"]}
+            for v in self._manifest.dataset().versions()
+        ]
+
+    # -- description ---------------------------------------------------------
+    def partitions(self, with_counts: bool = True) -> pa.Table:
+        """One row per partition table: spec version, partition values, read version, row count."""
+        snap = self._snapshot
+        rows = []
+        for leaf in snap.leaves():
+            spec = snap.specs[leaf.spec_id]
+            row: dict[str, Any] = {
+                "object_id": leaf.object_id,
+                "spec_id": leaf.spec_id,
+                "partition": {f.field_id: format_partition_value(v) for f, v in zip(spec.fields, leaf.values, strict=True)},
+                "location": leaf.location,
+                "read_version": leaf.read_version,
+            }
+            if with_counts:
+                row["rows"] = snap.open_leaf(leaf).count_rows()
+            rows.append(row)
+        if not rows:
+            return pa.table({"object_id": pa.array([], pa.string())})
+        out = pa.Table.from_pylist(rows)
+        return out
+
+    def namespace_properties(self, namespace_id: Sequence[str]) -> dict[str, str]:
+        """Runtime properties of Appendix E for a namespace path like ``["v1", "k7m2..."]``."""
+        path = list(namespace_id)
+        snap = self._snapshot
+        if len(path) == 1:
+            sid = layout.spec_id_of(path[0])
+            return {"partition_spec": snap.specs[sid].to_json_str()}
+        oid = layout.join_id(*path)
+        rows = snap.dataset.to_table(filter=f"object_id = '{oid}'").to_pylist()
+        if not rows:
+            raise KeyError(f"no namespace {oid!r}")
+        meta = json.loads(rows[0]["metadata"] or "{}")
+        return {k: v for k, v in meta.items() if k.startswith(MIRROR_PREFIX)}
+
+    def describe(self) -> str:
+        """Schema, every spec version, and partitions with values and row counts."""
+        snap = self._snapshot
+        lines = [f"Partitioned namespace {self.root} (__manifest version {snap.version})", "Schema:"]
+        for f in snap.schema.arrow:
+            fid = (f.metadata or {}).get(b"lance:field_id", b"?").decode()
+            lines.append(f"  {fid:>3}  {f.name}: {f.type}{'' if f.nullable else ' NOT NULL'}")
+        lines.append("Partition specs:")
+        for sid in sorted(snap.specs):
+            mark = " (current)" if sid == max(snap.specs) else ""
+            lines.append(f"  v{sid}{mark}: {snap.specs[sid].describe(snap.schema)}")
+        parts = self.partitions()
+        lines.append(f"Partitions: {parts.num_rows}")
+        for row in parts.to_pylist():
+            vals = ", ".join(f"{k}={v}" for k, v in (row.get("partition") or {}).items())
+            lines.append(f"  v{row['spec_id']} {vals or '(unpartitioned)'}: {row['rows']} rows @ version {row['read_version']}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"PartitionedNamespace({self.root!r}, version={self.version}, spec={self.spec.describe(self.schema)!r})"
+
+
+def create(root: str, schema: SchemaLike, spec: SpecLike = "", storage_options: dict[str, str] | None = None) -> PartitionedNamespace:
+    """Create a partitioned namespace at ``root`` (see ``PartitionedNamespace.create``)."""
+    return PartitionedNamespace.create(root, schema, spec, storage_options)
+
+
+def open(root: str, version: int | str | None = None, storage_options: dict[str, str] | None = None) -> PartitionedNamespace:  # noqa: A001
+    """Open the partitioned namespace at ``root`` (see ``PartitionedNamespace.open``)."""
+    return PartitionedNamespace.open(root, version, storage_options)
+
+
+__all__ = ["PartitionedNamespace", "PartitionField", "WriteResult", "create", "open"]

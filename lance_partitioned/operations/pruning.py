@@ -1,0 +1,400 @@
+"""Partition pruning: project a row filter onto ``__manifest`` partition columns.
+
+The projection is *inclusive*: the manifest predicate keeps every partition that
+could hold a matching row (it may keep a few more). The full row filter still
+runs inside each leaf scan, so results are exact.
+
+For each spec version the filter is bound to the schema, put in negation normal
+form, and projected field by field:
+
+- identity: the predicate itself, on the partition column;
+- year: ``=``, ``IN`` and ranges (the year is monotonic);
+- month/day/hour: ``=`` and ``IN``; ranges only through the calendar hierarchy
+  ``year → month → day → hour`` as a lexicographic tuple comparison, since a
+  month number on its own wraps around every year;
+- bucket: ``=`` and ``IN``;
+- truncate: ``=``, ``IN``, ranges (truncation is monotonic), ``LIKE 'prefix%'``;
+- multi_bucket and multi-source expressions: ``=`` on every source;
+- expressions: ``=`` and ``IN``, by evaluating the expression on the literal
+  (seed 000 Appendix D).
+
+``IS NULL`` maps to ``IS NULL`` everywhere: NULL in gives NULL out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lance_partitioned.errors import FilterError
+from lance_partitioned.format.expressions import (
+    NEGATED_OP,
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+    Ref,
+    and_all,
+    conjuncts,
+    referenced_columns,
+)
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionField, PartitionSpec
+from lance_partitioned.format.sql import render_literal, to_sql
+from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
+
+MAX_IN_VALUES = 4096
+
+
+# -- binding ------------------------------------------------------------------
+
+
+def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
+    """Exactly convert a literal to ``target``; (False, None) when it cannot be exact."""
+    if value is None:
+        return False, None
+    try:
+        if isinstance(value, dt.datetime) and pa.types.is_timestamp(target):
+            if value.tzinfo is not None and target.tz is None:
+                return False, None
+            if value.tzinfo is None and target.tz is not None:
+                value = value.replace(tzinfo=dt.timezone.utc)
+        if isinstance(value, dt.datetime) and pa.types.is_date(target):
+            if value.time() != dt.time(0) or value.tzinfo is not None:
+                return False, None
+            value = value.date()
+        scalar = pa.scalar(value)
+        if pa.types.is_string(scalar.type) and not (
+            pa.types.is_string(target) or pa.types.is_large_string(target)
+        ):
+            if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+                return False, None
+        cast = scalar.cast(target, safe=True)
+        back = cast.cast(scalar.type, safe=True) if not pa.types.is_string(scalar.type) else None
+        if back is not None and back.as_py() != scalar.as_py():
+            return False, None
+        return True, cast.as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError, ValueError):
+        return False, None
+
+
+def bind(expr: Expr, schema: Schema) -> Expr:
+    """Check column names and convert literals to their column types where exact.
+
+    A predicate whose literal cannot be converted exactly becomes Opaque: it
+    does not prune, and the scan still applies it with Lance's own coercion.
+    """
+    for name in referenced_columns(expr):
+        if not schema.has_field(name):
+            raise FilterError(f"filter references unknown column {name!r}; columns are {schema.names}")
+
+    def go(e: Expr) -> Expr:
+        if isinstance(e, Compare):
+            ok, v = _cast_literal(e.literal.value, schema.field(e.ref.name).type)
+            return Compare(e.op, e.ref, Literal(v)) if ok else Opaque(to_sql(e), (e.ref.name,))
+        if isinstance(e, In):
+            t = schema.field(e.ref.name).type
+            vals = [_cast_literal(lit.value, t) for lit in e.values]
+            if all(ok for ok, _ in vals):
+                return In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
+            return Opaque(to_sql(e), (e.ref.name,))
+        if isinstance(e, And):
+            return And(go(e.left), go(e.right))
+        if isinstance(e, Or):
+            return Or(go(e.left), go(e.right))
+        if isinstance(e, Not):
+            return Not(go(e.child))
+        return e
+
+    return go(expr)
+
+
+def to_nnf(expr: Expr) -> Expr:
+    """Push NOT down to the leaves (exact under SQL's three-valued filter semantics)."""
+    if isinstance(expr, Not):
+        c = expr.child
+        if isinstance(c, Not):
+            return to_nnf(c.child)
+        if isinstance(c, And):
+            return Or(to_nnf(Not(c.left)), to_nnf(Not(c.right)))
+        if isinstance(c, Or):
+            return And(to_nnf(Not(c.left)), to_nnf(Not(c.right)))
+        if isinstance(c, Compare):
+            return Compare(NEGATED_OP[c.op], c.ref, c.literal)
+        if isinstance(c, In):
+            return In(c.ref, c.values, not c.negated)
+        if isinstance(c, IsNull):
+            return IsNull(c.ref, not c.negated)
+        if isinstance(c, Like):
+            return Like(c.ref, c.pattern, not c.negated)
+        if isinstance(c, Opaque):
+            return Opaque(f"NOT ({c.sql})", c.columns)
+        if isinstance(c, Literal) and isinstance(c.value, bool):
+            return Literal(not c.value)
+        return expr
+    if isinstance(expr, And):
+        return And(to_nnf(expr.left), to_nnf(expr.right))
+    if isinstance(expr, Or):
+        return Or(to_nnf(expr.left), to_nnf(expr.right))
+    return expr
+
+
+# -- projection ---------------------------------------------------------------
+
+
+class SpecProjector:
+    """Projects bound NNF filters onto the partition columns of one spec version."""
+
+    def __init__(self, spec: PartitionSpec, schema: Schema):
+        self.spec = spec
+        self.schema = schema
+        self.by_source: dict[str, list[PartitionField]] = {}
+        for f in spec.fields:
+            if len(f.source_ids) == 1 and schema.has_id(f.source_ids[0]):
+                name = schema.field_by_id(f.source_ids[0]).name
+                self.by_source.setdefault(name, []).append(f)
+        self.multi = [
+            f
+            for f in spec.fields
+            if (len(f.source_ids) > 1 or (f.transform is None and len(f.source_ids) >= 1))
+            and all(schema.has_id(s) for s in f.source_ids)
+        ]
+
+    def project(self, expr: Expr) -> Expr | None:
+        """A predicate on partition columns implied by ``expr``; None when nothing prunes."""
+        if isinstance(expr, Or):
+            left, right = self.project(expr.left), self.project(expr.right)
+            return None if left is None or right is None else Or(left, right)
+        if isinstance(expr, And):
+            return self._project_conjunction(conjuncts(expr))
+        return self._project_conjunction([expr])
+
+    def _project_conjunction(self, parts: list[Expr]) -> Expr | None:
+        out: list[Expr] = []
+        for p in parts:
+            if isinstance(p, (And, Or)):
+                sub = self.project(p)
+                if sub is not None:
+                    out.append(sub)
+            elif isinstance(p, Literal) and p.value is False:
+                out.append(Literal(False))
+            else:
+                for f in self.by_source.get(_ref_name(p), []):
+                    proj = self._project_leaf(f, p)
+                    if proj is not None:
+                        out.append(proj)
+        out.extend(self._project_hierarchy(parts))
+        out.extend(self._project_multi(parts))
+        return and_all(out) if out else None
+
+    # single predicate through one field
+    def _project_leaf(self, f: PartitionField, p: Expr) -> Expr | None:
+        col = Ref(f.column)
+        if isinstance(p, IsNull):
+            return IsNull(col, p.negated)
+        t = f.transform
+        src_type = self.schema.field_by_id(f.source_ids[0]).type
+        if isinstance(t, Identity) and f.result_type.equals(src_type):
+            if isinstance(p, Compare) and p.literal.value is not None:
+                return Compare(p.op, col, p.literal)
+            if isinstance(p, In) and all(v.value is not None for v in p.values):
+                return In(col, p.values, p.negated)
+            if isinstance(p, Like):
+                return Like(col, p.pattern, p.negated)
+            return None
+        if isinstance(p, Compare) and p.literal.value is not None:
+            value = self._apply(f, p.literal.value, src_type)
+            if value is _FAIL:
+                return None
+            if p.op == "=":
+                return Compare("=", col, Literal(value))
+            if p.op in ("<", "<=", ">", ">=") and t is not None and t.preserves_order:
+                if p.op in (">", ">="):
+                    return Compare(">=", col, Literal(value))
+                strict = p.op == "<" and isinstance(t, TimeTransform) and _is_unit_start(p.literal.value, "year")
+                return Compare("<" if strict else "<=", col, Literal(value))
+            return None
+        if isinstance(p, In) and not p.negated and len(p.values) <= MAX_IN_VALUES:
+            vals = {self._apply(f, v.value, src_type) for v in p.values if v.value is not None}
+            if _FAIL in vals:
+                return None
+            return In(col, tuple(Literal(v) for v in sorted(vals, key=_sort_key)))
+        if isinstance(p, Like) and not p.negated and isinstance(t, Truncate):
+            prefix = _like_prefix(p.pattern)
+            if prefix is None or not _is_text(src_type):
+                return None
+            if len(prefix) >= t.width:
+                return Compare("=", col, Literal(prefix[: t.width]))
+            return Like(col, _escape_like(prefix) + "%")
+        return None
+
+    def _apply(self, f: PartitionField, value: Any, src_type: pa.DataType) -> Any:
+        try:
+            return f.value_of([value], [src_type])
+        except Exception:
+            return _FAIL
+
+    # ranges through year → month → day → hour
+    def _project_hierarchy(self, parts: list[Expr]) -> list[Expr]:
+        out: list[Expr] = []
+        for name, fields in self.by_source.items():
+            units = {f.transform.type: f for f in fields if isinstance(f.transform, TimeTransform)}
+            chain: list[PartitionField] = []
+            for u in TIME_UNITS:
+                if u not in units:
+                    break
+                chain.append(units[u])
+            if len(chain) < 2:
+                continue
+            src_type = self.schema.field(name).type
+            for p in parts:
+                if not (isinstance(p, Compare) and _ref_name(p) == name and p.op in ("<", "<=", ">", ">=")):
+                    continue
+                if p.literal.value is None:
+                    continue
+                values = [self._apply(f, p.literal.value, src_type) for f in chain]
+                if _FAIL in values or None in values:
+                    continue
+                lower = p.op in (">", ">=")
+                finest = chain[-1].transform.type
+                strict = p.op == "<" and _is_unit_start(p.literal.value, finest)
+                out.append(_lexicographic([Ref(f.column) for f in chain], values, lower, strict))
+        return out
+
+    # equality on every source of a multi-source field (multi_bucket, expressions)
+    def _project_multi(self, parts: list[Expr]) -> list[Expr]:
+        out: list[Expr] = []
+        for f in self.multi:
+            names = [self.schema.field_by_id(s).name for s in f.source_ids]
+            choices: list[list[Any]] = []
+            for n in names:
+                vals = _equalities(parts, n)
+                if vals is None:
+                    break
+                choices.append(vals)
+            else:
+                combos = list(itertools.islice(itertools.product(*choices), MAX_IN_VALUES + 1))
+                if len(combos) > MAX_IN_VALUES:
+                    continue
+                types = [self.schema.field(n).type for n in names]
+                results = set()
+                for combo in combos:
+                    try:
+                        results.add(f.value_of(list(combo), types))
+                    except Exception:
+                        results = None
+                        break
+                if results:
+                    lits = tuple(Literal(v) for v in sorted(results, key=_sort_key))
+                    out.append(Compare("=", Ref(f.column), lits[0]) if len(lits) == 1 else In(Ref(f.column), lits))
+        return out
+
+
+_FAIL = object()
+
+
+def _ref_name(p: Expr) -> str | None:
+    return p.ref.name if isinstance(p, (Compare, In, IsNull, Like)) else None
+
+
+def _equalities(parts: list[Expr], name: str) -> list[Any] | None:
+    for p in parts:
+        if isinstance(p, Compare) and p.op == "=" and _ref_name(p) == name and p.literal.value is not None:
+            return [p.literal.value]
+        if isinstance(p, In) and not p.negated and _ref_name(p) == name:
+            vals = [v.value for v in p.values if v.value is not None]
+            if vals:
+                return vals
+    return None
+
+
+def _lexicographic(cols: Sequence[Ref], values: Sequence[Any], lower: bool, strict: bool) -> Expr:
+    """(c1..ck) >= (v1..vk) when lower, else <= (or < when strict), expanded to AND/OR."""
+    last_op = (">=" if lower else ("<" if strict else "<="))
+    head_op = ">" if lower else "<"
+    expr: Expr = Compare(last_op, cols[-1], Literal(values[-1]))
+    for c, v in zip(reversed(cols[:-1]), reversed(values[:-1]), strict=True):
+        expr = Or(Compare(head_op, c, Literal(v)), And(Compare("=", c, Literal(v)), expr))
+    return expr
+
+
+def _is_unit_start(value: Any, unit: str) -> bool:
+    """Whether a date/timestamp literal is the first instant of its year/month/day/hour (UTC)."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+        checks = {
+            "hour": value.minute == 0 and value.second == 0 and value.microsecond == 0,
+        }
+        at_midnight = checks["hour"] and value.hour == 0
+        checks["day"] = at_midnight
+        checks["month"] = at_midnight and value.day == 1
+        checks["year"] = checks["month"] and value.month == 1
+        return checks[unit]
+    if isinstance(value, dt.date):
+        return {"hour": True, "day": True, "month": value.day == 1, "year": value.day == 1 and value.month == 1}[unit]
+    return False
+
+
+def _like_prefix(pattern: str) -> str | None:
+    """The literal prefix of ``'abc%'``; None if the pattern is anything else."""
+    if not pattern.endswith("%"):
+        return None
+    prefix = pattern[:-1]
+    if any(ch in prefix for ch in "%_\\"):
+        return None
+    return prefix
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _sort_key(v: Any) -> tuple[int, Any]:
+    return (0, "") if v is None else (1, v)
+
+
+# -- the manifest query -------------------------------------------------------
+
+
+def manifest_filter(expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema) -> str | None:
+    """SQL over ``__manifest`` table rows selecting the partitions ``expr`` may match.
+
+    None means "every table row". The caller adds ``object_type = 'table'``.
+    """
+    if expr is None:
+        return None
+    nnf = to_nnf(bind(expr, schema))
+    branches = []
+    any_pruned = False
+    for sid in sorted(specs):
+        proj = SpecProjector(specs[sid], schema).project(nnf)
+        prefix = f"object_id LIKE {render_literal(f'v{sid}$%')}"
+        if proj is None:
+            branches.append(prefix)
+        else:
+            any_pruned = True
+            branches.append(f"({prefix} AND ({to_sql(proj)}))")
+    if not any_pruned:
+        return None
+    return or_all_sql(branches)
+
+
+def or_all_sql(branches: list[str]) -> str:
+    return branches[0] if len(branches) == 1 else "(" + " OR ".join(branches) + ")"
+
+

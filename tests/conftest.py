@@ -1,0 +1,64 @@
+"""Shared fixtures: small real-ish data, TPC-H from tpchgen-cli, and one Spark session per run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+from lance_partitioned import tpch
+
+TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
+
+
+@pytest.fixture(scope="session")
+def tpch_dir(tmp_path_factory) -> str:
+    """TPC-H lineitem and orders at a small scale factor, generated once per run."""
+    out = str(tmp_path_factory.mktemp("tpch"))
+    tpch.generate(TPCH_SF, out, ("lineitem", "orders"))
+    return out
+
+
+@pytest.fixture(scope="session")
+def lineitem(tpch_dir) -> pa.Table:
+    return tpch.read(os.path.join(tpch_dir, "lineitem.parquet"))
+
+
+@pytest.fixture(scope="session")
+def orders(tpch_dir) -> pa.Table:
+    return tpch.read(os.path.join(tpch_dir, "orders.parquet"))
+
+
+EVENTS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("event_date", pa.date32()),
+        pa.field("country", pa.string()),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("amount", pa.float64()),
+    ]
+)
+
+
+def make_events(n: int = 200, start_id: int = 0) -> pa.Table:
+    """Deterministic events across 2024-2026, four countries and a NULL country."""
+    countries = ["US", "FR", "CN", None, "Zürich$/=x"]
+    base = dt.date(2024, 11, 20)
+    rows = {
+        "id": list(range(start_id, start_id + n)),
+        "event_date": [base + dt.timedelta(days=(i * 37) % 800) for i in range(n)],
+        "country": [countries[i % len(countries)] for i in range(n)],
+        "ts": [
+            dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(hours=(i * 53) % 9000)
+            for i in range(n)
+        ],
+        "amount": [float(i % 17) * 1.5 for i in range(n)],
+    }
+    return pa.table(rows, schema=EVENTS_SCHEMA)
+
+
+@pytest.fixture
+def events() -> pa.Table:
+    return make_events()

@@ -1,0 +1,184 @@
+"""Bad input gets a clear error and changes nothing: same __manifest version, same files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+from conftest import EVENTS_SCHEMA, make_events
+
+import lance_partitioned as lp
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.operations.write import (
+    PartitionWriter,
+    commit_write,
+    new_job_secret,
+)
+
+
+def files_under(root: str) -> set[str]:
+    out = set()
+    for d, _, names in os.walk(root):
+        out.update(os.path.join(d, n) for n in names)
+    return out
+
+
+@pytest.fixture
+def ns(tmp_path):
+    ns = lp.create(str(tmp_path / "ns"), EVENTS_SCHEMA, "year(event_date), country")
+    ns.append(make_events(50))
+    return ns
+
+
+def unchanged(ns, action, error, match):
+    """Run ``action``; it must raise ``error`` matching ``match`` and leave ``ns`` untouched."""
+    version = lp.open(ns.root).version
+    files = files_under(ns.root)
+    rows = lp.open(ns.root).count()
+    with pytest.raises(error, match=match):
+        action()
+    assert lp.open(ns.root).version == version
+    assert files_under(ns.root) == files
+    assert lp.open(ns.root).count() == rows
+
+
+def with_column(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, array)
+
+
+def test_type_mismatch_names_the_column(ns):
+    bad = with_column(make_events(5), "id", pa.array(["a", "b", "c", "d", "e"]))
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'id': cannot write string into the namespace type int64")
+
+
+def test_impossible_date_cast(ns):
+    bad = with_column(make_events(5), "event_date", pa.array([1.5] * 5))
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'event_date'")
+
+
+def test_lossy_numeric_cast_is_refused(ns):
+    bad = with_column(make_events(3), "amount", pa.array([1, 2, 2**60], pa.int64()))
+    # int64 → float64 is castable in general; a value that loses precision is not
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'amount'")
+
+
+def test_null_in_non_null_column(ns):
+    bad = with_column(make_events(3), "id", pa.array([1, None, 3], pa.int64()))
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'id' is not nullable but the input has 1 NULL")
+
+
+def test_extra_column(ns):
+    bad = make_events(3).append_column("surprise", pa.array([1, 2, 3]))
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, r"column\(s\) \['surprise'\]")
+
+
+def test_missing_non_null_column(ns):
+    bad = make_events(3).drop_columns(["id"])
+    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "missing the non-nullable column 'id'")
+
+
+def test_not_a_table(ns):
+    unchanged(ns, lambda: ns.append({"id": [1]}), lp.SchemaError, "pass a pyarrow Table")
+
+
+def test_failure_midway_reclaims_files(ns):
+    def gen():
+        yield from make_events(20, start_id=100).to_batches()
+        # new partitions were already written to disk by now
+        raise RuntimeError("upstream source failed")
+
+    unchanged(ns, lambda: ns.append(gen(), max_buffer_bytes=1), RuntimeError, "upstream source failed")
+
+
+def test_later_batch_with_bad_schema_rolls_back_everything(ns):
+    good = make_events(20, start_id=200).to_batches()
+    bad = with_column(make_events(2), "id", pa.array([None, 1], pa.int64())).to_batches()
+    unchanged(ns, lambda: ns.append(iter(good + bad), max_buffer_bytes=1), lp.SchemaError, "not nullable")
+
+
+def test_unknown_filter_column(ns):
+    with pytest.raises(lp.FilterError, match="unknown column 'nope'"):
+        ns.scan("nope = 3").to_arrow()
+
+
+def test_garbage_filter(ns):
+    with pytest.raises(lp.FilterError):
+        ns.scan("id = = 3").to_arrow()
+
+
+def test_unknown_projection_column(ns):
+    with pytest.raises(lp.FilterError, match="unknown column 'x'"):
+        ns.scan(columns=["id", "x"])
+
+
+def test_bad_version(ns):
+    with pytest.raises(lp.NotAPartitionedNamespaceError, match="at version 999"):
+        lp.open(ns.root, version=999)
+
+
+def test_pinned_handle_refuses_writes(ns):
+    old = lp.open(ns.root, version=ns.version)
+    unchanged(ns, lambda: old.append(make_events(2)), lp.SchemaError, "pinned")
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ('{"id": 1, "fields": [', "not valid JSON"),
+        ("zorder(id)", "unknown transform 'zorder'"),
+        ("bucket(0, id)", "num_buckets must be a positive integer"),
+        ("year(nope)", "no column named 'nope'"),
+        ("hour(event_date)", "hour needs a timestamp"),
+    ],
+)
+def test_bad_spec_creates_nothing(tmp_path, spec, match):
+    root = str(tmp_path / "never")
+    with pytest.raises(lp.SpecError, match=match):
+        lp.create(root, EVENTS_SCHEMA, spec)
+    assert not os.path.exists(os.path.join(root, "__manifest"))
+
+
+def test_special_characters_in_values_are_fine(ns):
+    weird = ["$", "a/b", "x=y", "Zürich", "日本", "", "'quoted'", "%_"]
+    t = make_events(len(weird), start_id=300)
+    t = with_column(t, "country", pa.array(weird))
+    ns.append(t)
+    for w in weird:
+        got = ns.scan(f"country = '{w.replace(chr(39), chr(39) * 2)}'", columns=["country"]).to_arrow()
+        assert got["country"].to_pylist() == [w], w
+        assert len(ns.plan(f"country = '{w.replace(chr(39), chr(39) * 2)}'")) == 1
+
+
+def test_conflicting_writers_on_a_new_partition(ns):
+    new_rows = make_events(5, start_id=400)
+    new_rows = with_column(new_rows, "country", pa.array(["NEW"] * 5))
+    snap = Snapshot.load(ns.manifest, for_write=True)
+    writer = PartitionWriter(snap, new_job_secret())
+    writer.write(new_rows.to_batches()[0])
+    written = writer.finish()
+    # another writer creates the same partitions first
+    lp.open(ns.root).append(new_rows)
+    version, files = lp.open(ns.root).version, files_under(ns.root)
+    with pytest.raises(lp.CommitConflictError, match="created concurrently"):
+        commit_write(ns.manifest, snap, written)
+    assert lp.open(ns.root).version == version
+    assert lp.open(ns.root).count("country = 'NEW'") == 5
+    # our uncommitted leaf directories are gone; nothing else changed
+    assert files_under(ns.root) <= files
+
+
+def test_conflicting_writers_on_an_existing_partition_rebase(ns):
+    snap = Snapshot.load(ns.manifest, for_write=True)
+    one = make_events(5, start_id=500)
+    one = with_column(one, "event_date", pa.array([dt.date(2025, 1, 1)] * 5, pa.date32()))
+    one = with_column(one, "country", pa.array(["US"] * 5))
+    writer = PartitionWriter(snap, new_job_secret())
+    writer.write(one.to_batches()[0])
+    written = writer.finish()
+    # a concurrent append to a *different* partition: disjoint, so we rebase and both land
+    other = with_column(make_events(3, start_id=600), "country", pa.array(["FR"] * 3))
+    lp.open(ns.root).append(other)
+    commit_write(ns.manifest, snap, written)
+    assert lp.open(ns.root).count() == 50 + 5 + 3
