@@ -184,9 +184,14 @@ def open_leaf_dataset(uri: str, leaf: Leaf, storage_options: dict[str, str] | No
 
 
 def mirror_metadata(values: dict[str, Any]) -> str:
-    """The ``metadata`` JSON of a row: ``{"partition.<field_id>": "<value>"}`` (NULL as JSON null)."""
+    """The ``metadata`` JSON of a row: ``{"partition.<field_id>": "<value>"}``.
+
+    A NULL value has no key: DirectoryNamespace reads properties as strings and
+    rejects JSON null, and a table row lists every field of its spec, so a
+    missing key can only mean NULL.
+    """
     return json.dumps(
-        {MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items()},
+        {MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items() if v is not None},
         separators=(",", ":"),
         ensure_ascii=False,
     )

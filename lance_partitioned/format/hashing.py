@@ -203,14 +203,52 @@ def _require_int(value: object, what: str) -> int:
     raise TypeError(f"expected {what}, got {value!r}")
 
 
+def _is_bytes_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
+
+
+def _hash_type(t: pa.DataType) -> pa.DataType:
+    """The type whose canonical encoding applies (extension -> storage, dictionary ->
+    value type); TypeError if hashing is not defined for it."""
+    while True:
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        elif pa.types.is_dictionary(t):
+            t = t.value_type
+        else:
+            break
+    if (
+        pa.types.is_null(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_time(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or _is_bytes_like(t)
+    ):
+        return t
+    raise TypeError(f"hashing is not defined for Arrow type {t}")
+
+
 def canonical_bytes(value: object, arrow_type: pa.DataType) -> bytes | None:
     """The canonical bytes hashed for one Python ``value`` of ``arrow_type`` (None for NULL).
 
+    Raises TypeError if hashing is not defined for ``arrow_type``, even for None.
     Temporal types also accept an int in the type's storage unit (days for date32,
     ms for date64, the type's unit for timestamp/time)."""
+    t = _hash_type(arrow_type)
     if value is None:
         return None
-    t = arrow_type
     if isinstance(value, pa.Scalar):
         if not value.is_valid:
             return None
@@ -220,13 +258,11 @@ def canonical_bytes(value: object, arrow_type: pa.DataType) -> bytes | None:
         ):
             # Through the integer value, so ns precision never needs a Python object.
             return _int64_bytes(_unit_to_micros(value.value, st.unit))
+        if pa.types.is_date(st) and pa.types.is_date(t):
+            # Through the integer value: it may lie outside datetime.date's range.
+            days = value.value if pa.types.is_date32(st) else value.value // _MS_PER_DAY
+            return _int64_bytes(days)
         return canonical_bytes(value.as_py(), t)
-    if isinstance(t, pa.BaseExtensionType):
-        if isinstance(value, uuid.UUID):
-            value = value.bytes
-        return canonical_bytes(value, t.storage_type)
-    if pa.types.is_dictionary(t):
-        return canonical_bytes(value, t.value_type)
     if pa.types.is_boolean(t):
         if isinstance(value, (bool, np.bool_)):
             return _int64_bytes(int(value))
@@ -268,15 +304,7 @@ def canonical_bytes(value: object, arrow_type: pa.DataType) -> bytes | None:
         return _float_bytes(value)  # type: ignore[arg-type]
     if pa.types.is_decimal(t):
         return _minimal_twos_complement(_decimal_unscaled(value, t.scale))
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
+    if _is_bytes_like(t):
         if isinstance(value, str):
             return value.encode("utf-8")
         if isinstance(value, uuid.UUID):
@@ -284,7 +312,7 @@ def canonical_bytes(value: object, arrow_type: pa.DataType) -> bytes | None:
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
         raise TypeError(f"expected str or bytes, got {value!r}")
-    raise TypeError(f"hashing is not defined for Arrow type {t}")
+    raise TypeError(f"a value of Arrow type {t} must be None, got {value!r}")
 
 
 def murmur3_scalar(value: object, arrow_type: pa.DataType) -> int | None:
@@ -444,7 +472,7 @@ def _canonical(arr: pa.Array) -> _Rep:
         indices = arr.indices
         idx = _fixed_buffer(indices, indices.type.to_pandas_dtype())
         if len(arr.dictionary) == 0:  # then every index is NULL
-            _check_type_supported(t.value_type)
+            _hash_type(t.value_type)
             return _AllNull(n)
         return _take_rep(_canonical(arr.dictionary), idx, _validity(indices), n)
     valid = _validity(arr)
@@ -505,16 +533,11 @@ def _canonical_any(array: pa.Array | pa.ChunkedArray) -> _Rep:
         raise TypeError(f"expected a pyarrow Array or ChunkedArray, got {type(array).__name__}")
     reps = [_canonical(c) for c in array.chunks]
     if not reps:
-        _check_type_supported(array.type)
+        _hash_type(array.type)
         return _AllNull(0)
     if len(reps) == 1:
         return reps[0]
     return _concat_reps(reps)
-
-
-def _check_type_supported(t: pa.DataType) -> None:
-    # An empty array of the type exercises the same dispatch as real data.
-    _canonical(pa.array([], type=t))
 
 
 def _rep_len(rep: _Rep) -> int:
@@ -808,7 +831,7 @@ def murmur3(array: pa.Array | pa.ChunkedArray) -> pa.Int32Array:
     A ChunkedArray yields one combined array."""
     if isinstance(array, pa.ChunkedArray):
         if array.num_chunks == 0:
-            _check_type_supported(array.type)
+            _hash_type(array.type)
             return pa.array([], type=pa.int32())
         if array.num_chunks == 1:
             return murmur3(array.chunk(0))

@@ -509,6 +509,8 @@ class _Parser:
                 self.text,
                 op.start,
             )
+        if op.expr is not None:  # a parenthesized value: its text without the parentheses
+            return op.expr
         return Opaque(sql=self.sql_of(op.start, op.end), columns=op.columns)
 
     # -- grammar -----------------------------------------------------------------------
@@ -869,6 +871,9 @@ class _Parser:
                 f"expected ')' to close '(' at position {lp.start}, found {self.describe(nxt)}"
             )
         rp = self.advance()
+        expr = inner.expr
+        if inner.kind == "value" and expr is None:
+            expr = Opaque(sql=self.sql_of(inner.start, inner.end), columns=inner.columns)
         return _Operand(
             inner.kind,
             lp.start,
@@ -876,7 +881,7 @@ class _Parser:
             inner.columns,
             ref=inner.ref,
             value=inner.value,
-            expr=inner.expr,
+            expr=expr,
         )
 
     def column_ref(self) -> _Operand:
