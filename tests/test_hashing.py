@@ -55,7 +55,9 @@ INT_TYPES = [
 
 # (id, type label, value label, ((python value, arrow type), ...), murmur3, bucket(16))
 # One (value, type) pair is murmur3; several are murmur3_multi. None = NULL.
-VECTORS: list[tuple[str, str, str, tuple[tuple[object, pa.DataType], ...], int | None, int | None]] = [
+VECTORS: list[
+    tuple[str, str, str, tuple[tuple[object, pa.DataType], ...], int | None, int | None]
+] = [
     # Apache Iceberg's published vectors (spec, Appendix B)
     ("I1", "int32", "34", ((34, pa.int32()),), 2017239379, 3),
     ("I2", "int64", "34", ((34, pa.int64()),), 2017239379, 3),
@@ -86,7 +88,14 @@ VECTORS: list[tuple[str, str, str, tuple[tuple[object, pa.DataType], ...], int |
     # Type promotion: 5 in every integer type (and bool true = 1)
     *[(f"P{i + 1}", str(t), "5", ((5, t),), 1740791543, 7) for i, t in enumerate(INT_TYPES)],
     ("P9", "bool", "true", ((True, pa.bool_()),), 1392991556, 4),
-    ("P10", "timestamp[s]", "2017-11-16T22:31:08", ((1510871468, pa.timestamp("s")),), -2047944441, 9),
+    (
+        "P10",
+        "timestamp[s]",
+        "2017-11-16T22:31:08",
+        ((1510871468, pa.timestamp("s")),),
+        -2047944441,
+        9,
+    ),
     (
         "P11",
         "timestamp[ns, tz=UTC]",
@@ -311,9 +320,13 @@ def _cases() -> list[tuple[str, pa.Array]]:
         ("ns", pa.int64(), pa.time64("ns")),
     ):
         vals = [rng.randrange(per_day[unit]) for _ in range(N)]
-        cases.append((str(time_type), pa.array(_with_nulls(rng, vals), storage_type).cast(time_type)))
+        cases.append(
+            (str(time_type), pa.array(_with_nulls(rng, vals), storage_type).cast(time_type))
+        )
     specials = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 5e-324, -1.5, 1e308]
-    floats = [rng.choice(specials) if rng.random() < 0.3 else rng.uniform(-1e6, 1e6) for _ in range(N)]
+    floats = [
+        rng.choice(specials) if rng.random() < 0.3 else rng.uniform(-1e6, 1e6) for _ in range(N)
+    ]
     cases.append(("float64", pa.array(_with_nulls(rng, floats), pa.float64())))
     cases.append(("float32", pa.array(_with_nulls(rng, floats), pa.float64()).cast(pa.float32())))
     f16 = np.array([f if abs(f) < 60000 or f != f else 1.0 for f in floats], dtype=np.float16)
@@ -359,7 +372,10 @@ def _cases() -> list[tuple[str, pa.Array]]:
     dict_ints = pa.array([7, I64_MIN, None, 34], pa.int64())
     idx = _with_nulls(rng, [rng.randrange(len(dict_ints)) for _ in range(N)])
     cases.append(
-        ("dictionary<int32, int64>", pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), dict_ints))
+        (
+            "dictionary<int32, int64>",
+            pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32()), dict_ints),
+        )
     )
     cases.append(("dictionary-encoded utf8", pa.array(strs, pa.utf8()).dictionary_encode()))
     cases.append(("all-null int64", pa.array([None] * 5, pa.int64())))
@@ -379,10 +395,15 @@ def test_vectorised_matches_reference(name, arr):
     # sliced (offset != 0, and not at a byte boundary of the validity bitmap)
     for start, length in ((3, None), (7, 50), (len(arr), 0)):
         sliced = arr.slice(start, length)
-        assert murmur3(sliced).to_pylist() == expected[start : None if length is None else start + length]
+        assert (
+            murmur3(sliced).to_pylist()
+            == expected[start : None if length is None else start + length]
+        )
     # chunked, with an empty chunk
     if len(arr) > 10:
-        chunked = pa.chunked_array([arr.slice(0, 10), arr.slice(10, 0), arr.slice(10)], type=arr.type)
+        chunked = pa.chunked_array(
+            [arr.slice(0, 10), arr.slice(10, 0), arr.slice(10)], type=arr.type
+        )
         assert murmur3(chunked).to_pylist() == expected
     # single-column murmur3_multi is murmur3
     assert murmur3_multi([arr]).to_pylist() == expected
@@ -418,6 +439,19 @@ def test_dictionary_chunks_with_different_dictionaries():
     assert murmur3(chunked).to_pylist() == expected
     other = pa.chunked_array([pa.array([1, 2, 3]), pa.array([4, 5, 6, 7])])
     assert murmur3_multi([chunked, other]).to_pylist() == _multi_reference([chunked, other])
+
+
+def test_dictionary_larger_than_array():
+    dictionary = pa.array([f"value {i}" for i in range(1000)] + [None])
+    indices = pa.array([5, None, 1000, 999, 5, 0], pa.int16())
+    arr = pa.DictionaryArray.from_arrays(indices, dictionary)
+    expected = _reference(arr)
+    assert expected[1] is None and expected[2] is None
+    assert murmur3(arr).to_pylist() == expected
+    assert murmur3(arr.slice(2, 3)).to_pylist() == expected[2:5]
+    ints = pa.array([1, 2, None, None, 5, 6])
+    assert murmur3_multi([arr, ints]).to_pylist() == _multi_reference([arr, ints])
+    assert murmur3_multi([ints, arr]).to_pylist() == _multi_reference([ints, arr])
 
 
 def test_large_arrays_cross_slice_boundaries():
@@ -494,7 +528,9 @@ def test_canonical_bytes_examples():
     assert canonical_bytes(1999, pa.time64("ns")) == struct.pack("<q", 1)
     assert canonical_bytes(UUID, pa.uuid()) == UUID.bytes
     # Arrow scalars
-    assert canonical_bytes(pa.scalar(-1001, pa.timestamp("ns")), pa.timestamp("us")) == struct.pack("<q", -2)
+    assert canonical_bytes(pa.scalar(-1001, pa.timestamp("ns")), pa.timestamp("us")) == struct.pack(
+        "<q", -2
+    )
     assert canonical_bytes(pa.scalar(34, pa.int32()), pa.int64()) == struct.pack("<q", 34)
 
 
@@ -504,7 +540,12 @@ def test_scalar_datetimes():
     aware_utc = naive.replace(tzinfo=dt.timezone.utc)
     aware_pst = dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=PST)
     expected = -2047944441
-    for t in (us, pa.timestamp("s"), pa.timestamp("ns", tz="UTC"), pa.timestamp("ms", tz="Asia/Tokyo")):
+    for t in (
+        us,
+        pa.timestamp("s"),
+        pa.timestamp("ns", tz="UTC"),
+        pa.timestamp("ms", tz="Asia/Tokyo"),
+    ):
         assert murmur3_scalar(naive, t) == expected
         assert murmur3_scalar(aware_utc, t) == expected
         assert murmur3_scalar(aware_pst, t) == expected
@@ -512,7 +553,9 @@ def test_scalar_datetimes():
     v = dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)
     assert canonical_bytes(v, us) == struct.pack("<q", -1)
     assert canonical_bytes(dt.date(1970, 1, 2), us) == struct.pack("<q", 86_400_000_000)
-    assert canonical_bytes(dt.datetime(2017, 11, 16, 23, 0), pa.date32()) == struct.pack("<q", 17486)
+    assert canonical_bytes(dt.datetime(2017, 11, 16, 23, 0), pa.date32()) == struct.pack(
+        "<q", 17486
+    )
     assert canonical_bytes(dt.time(0, 0, 0, 1), pa.time64("ns")) == struct.pack("<q", 1)
 
 
@@ -573,7 +616,12 @@ def test_promotion_integers():
 
 def test_promotion_floats():
     vals = [1.5, -0.0, None, float("inf"), float("nan")]
-    h16 = murmur3(pa.array(np.array([1.5, -0.0, 0.0, np.inf, np.nan], dtype=np.float16), mask=np.array([0, 0, 1, 0, 0], bool)))
+    h16 = murmur3(
+        pa.array(
+            np.array([1.5, -0.0, 0.0, np.inf, np.nan], dtype=np.float16),
+            mask=np.array([0, 0, 1, 0, 0], bool),
+        )
+    )
     h32 = murmur3(pa.array(vals, pa.float32()))
     h64 = murmur3(pa.array(vals, pa.float64()))
     assert h16.to_pylist() == h32.to_pylist() == h64.to_pylist()
@@ -597,7 +645,9 @@ def test_promotion_timestamps():
     # the same instant given in different zones
     t = pa.timestamp("us", tz="UTC")
     zones = [dt.timezone.utc, PST, dt.timezone(dt.timedelta(hours=5, minutes=30))]
-    assert {murmur3(pa.array([instant.astimezone(z)], t)).to_pylist()[0] for z in zones} == {-2047944441}
+    assert {murmur3(pa.array([instant.astimezone(z)], t)).to_pylist()[0] for z in zones} == {
+        -2047944441
+    }
     # time32 / time64
     tod = 22 * 3600 + 31 * 60 + 8
     times = [
@@ -608,7 +658,10 @@ def test_promotion_timestamps():
     ]
     assert {murmur3(a).to_pylist()[0] for a in times} == {-662762989}
     # date32 / date64
-    dates = [pa.array([dt.date(2017, 11, 16)], pa.date32()), pa.array([dt.date(2017, 11, 16)], pa.date64())]
+    dates = [
+        pa.array([dt.date(2017, 11, 16)], pa.date32()),
+        pa.array([dt.date(2017, 11, 16)], pa.date64()),
+    ]
     assert {murmur3(a).to_pylist()[0] for a in dates} == {-653330422}
 
 
@@ -620,7 +673,9 @@ def test_negative_ns_timestamps_floor():
     assert [murmur3_scalar(v, arr.type) for v in arr] == expected
     date64 = pa.array([-1, -86_400_000, -86_400_001], pa.date64())
     days = [-1, -1, -2]
-    assert murmur3(date64).to_pylist() == [mmh3.hash(struct.pack("<q", d), 0, signed=True) for d in days]
+    assert murmur3(date64).to_pylist() == [
+        mmh3.hash(struct.pack("<q", d), 0, signed=True) for d in days
+    ]
 
 
 def test_promotion_strings_and_decimals():
@@ -628,7 +683,12 @@ def test_promotion_strings_and_decimals():
     ref = murmur3(pa.array(strs, pa.utf8())).to_pylist()
     assert murmur3(pa.array(strs, pa.large_utf8())).to_pylist() == ref
     assert murmur3(pa.array(strs).cast(pa.string_view())).to_pylist() == ref
-    assert murmur3(pa.array([s.encode() if s is not None else None for s in strs], pa.binary())).to_pylist() == ref
+    assert (
+        murmur3(
+            pa.array([s.encode() if s is not None else None for s in strs], pa.binary())
+        ).to_pylist()
+        == ref
+    )
     decs = [D("14.20"), D("-0.01"), None, D("0")]
     ref = murmur3(pa.array(decs, pa.decimal128(4, 2))).to_pylist()
     assert ref[0] == -500754589
@@ -728,10 +788,17 @@ def _multi_columns(rng: random.Random, n: int) -> list[pa.Array]:
         pa.array(nulls(_random_ints(rng, I64_MIN, I64_MAX, n)), pa.int64()),
         pa.array(nulls(_random_ints(rng, -128, 127, n)), pa.int8()),
         pa.array(nulls([rng.uniform(-5, 5) for _ in range(n)]), pa.float32()),
-        pa.array(nulls(_random_ints(rng, -(10**17), 10**17, n)), pa.int64()).cast(pa.timestamp("ns")),
+        pa.array(nulls(_random_ints(rng, -(10**17), 10**17, n)), pa.int64()).cast(
+            pa.timestamp("ns")
+        ),
         pa.array(nulls([_random_str(rng) for _ in range(n)]), pa.utf8()),
-        pa.array(nulls([_random_bytes(rng, rng.choice([0, 1, 2, 3, 5, 70])) for _ in range(n)]), pa.large_binary()),
-        pa.array(nulls([D(u).scaleb(-2) for u in _random_unscaled(rng, 20, n)]), pa.decimal128(22, 2)),
+        pa.array(
+            nulls([_random_bytes(rng, rng.choice([0, 1, 2, 3, 5, 70])) for _ in range(n)]),
+            pa.large_binary(),
+        ),
+        pa.array(
+            nulls([D(u).scaleb(-2) for u in _random_unscaled(rng, 20, n)]), pa.decimal128(22, 2)
+        ),
         pa.array(nulls([rng.choice(["a", "bb", "ccc"]) for _ in range(n)])).dictionary_encode(),
         pa.array(nulls([rng.random() < 0.5 for _ in range(n)]), pa.bool_()),
     ]
@@ -767,7 +834,9 @@ def test_multi_matches_reference_random():
             for k, a in enumerate(arrays)
         ]
         assert murmur3_multi(chunked).to_pylist() == expected, combo
-        assert multi_bucket(arrays, 16).to_pylist() == [None if h is None else abs(h) % 16 for h in expected]
+        assert multi_bucket(arrays, 16).to_pylist() == [
+            None if h is None else abs(h) % 16 for h in expected
+        ]
 
 
 def test_multi_errors():
@@ -805,14 +874,20 @@ def test_matches_pyiceberg_hash():
         days = rng.randint(-(10**6), 10**6)
         assert murmur3_scalar(days, pa.date32()) == iceberg_hash(it.DateType(), days)
         micros = rng.randint(-(10**17), 10**17)
-        assert murmur3_scalar(micros, pa.timestamp("us")) == iceberg_hash(it.TimestampType(), micros)
+        assert murmur3_scalar(micros, pa.timestamp("us")) == iceberg_hash(
+            it.TimestampType(), micros
+        )
         nanos = rng.randint(-(10**18), 10**18)
-        assert murmur3_scalar(nanos, pa.timestamp("ns")) == iceberg_hash(it.TimestampNanoType(), nanos)
+        assert murmur3_scalar(nanos, pa.timestamp("ns")) == iceberg_hash(
+            it.TimestampNanoType(), nanos
+        )
         u = uuid.UUID(int=rng.getrandbits(128))
         assert murmur3_scalar(u, pa.uuid()) == iceberg_hash(it.UUIDType(), u)
     # vectorised, on the same kind of data
     longs = [rng.randint(I64_MIN, I64_MAX) for _ in range(300)]
-    assert murmur3(pa.array(longs, pa.int64())).to_pylist() == [iceberg_hash(it.LongType(), v) for v in longs]
+    assert murmur3(pa.array(longs, pa.int64())).to_pylist() == [
+        iceberg_hash(it.LongType(), v) for v in longs
+    ]
 
 
 if __name__ == "__main__":

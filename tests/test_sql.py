@@ -295,7 +295,7 @@ ERROR_CASES = [
     ("x = 1 AND", "expected an expression after AND, found end of input", 9),
     ("x = 1 y = 2", "unexpected 'y' after a complete expression", 6),
     ("x BETWEEN 1 OR 2", "expected AND in BETWEEN … AND …, found 'OR'", 12),
-    ("x === 1", "expected an expression, found '='", 5),
+    ("x === 1", "expected an expression, found '='", 4),
     ("x = @", "unexpected character '@'", 4),
     ("b = X'0g'", "invalid hex digits in binary literal X'0g'", 4),
     ('"abc = 1', "unterminated quoted identifier", 0),
@@ -409,7 +409,8 @@ def test_render_literal(value, sql):
     parsed = parse_filter(f"x = {sql}").literal.value
     if value == value:  # NaN aside, the literal reads back equal and of the same type
         assert parsed == value
-        assert type(parsed) is type(value)
+        # (an integer beyond 64 bits can only be spelled as a decimal)
+        assert type(parsed) is (D if isinstance(value, int) and value > 2**64 else type(value))
 
 
 def test_render_literal_rejects_unknown():
@@ -586,6 +587,11 @@ EQUIVALENCE_FILTERS = [
     "NOT (i32 IN (1, NULL))",
     "NOT i32 IN (1, 2)",
     "i32 > 1.5",
+    "i32 = 1.5",
+    "i32 < 1.5",
+    "i32 IN (1.5, 2)",
+    "i64 IN (20, 1.0)",
+    "dec IN (2, 1.5)",
     # floats
     "f > 1.5",
     "f <= 2.5e0",
@@ -706,7 +712,6 @@ OPAQUE_FILTERS = [
     "CAST(i32 AS DOUBLE) > 1.5e0",
     "coalesce(i32, 0) = 0",
     "i32 IS DISTINCT FROM 2",
-    "CASE WHEN i32 > 1 THEN TRUE ELSE FALSE END",
     '"Order Date" > d',
 ]
 
@@ -875,7 +880,7 @@ def test_from_datafusion_builders():
         ("s LIKE 'h%'", Like(Ref("s"), "h%")),
         ("s NOT LIKE 'h%'", Like(Ref("s"), "h%", negated=True)),
         ("s ILIKE 'h%'", Opaque("s ILIKE 'h%'", ("s",))),
-        ("s LIKE 'a!%' ESCAPE '!'", Opaque("s LIKE 'a!%' ESCAPE '!'", ("s",))),
+        ("s LIKE '100\\%' ESCAPE '\\'", Opaque("s LIKE '100\\%' ESCAPE '\\'", ("s",))),
         ("d = DATE '2025-01-01'", cmp("=", "d", dt.date(2025, 1, 1))),
         (
             "tz = TIMESTAMP '2025-01-01 12:00:00+02:00'",
@@ -891,7 +896,7 @@ def test_from_datafusion_builders():
         ("i32 IS DISTINCT FROM 1", Opaque("i32 IS DISTINCT FROM 1", ("i32",))),
         (
             "CASE WHEN i32 > 1 THEN true ELSE false END",
-            Opaque("(CASE WHEN (i32 > 1) THEN TRUE ELSE FALSE END)", ("i32",)),
+            Opaque("CASE WHEN (i32 > 1) THEN TRUE ELSE FALSE END", ("i32",)),
         ),
         (
             "i32 > 1 AND (s = 'a' OR NOT b)",
@@ -902,8 +907,11 @@ def test_from_datafusion_builders():
 def test_from_datafusion_sql(sql, expected, df_frame, lance_ds, df_ctx):
     expr = from_datafusion(df_frame.parse_sql_expr(sql))
     assert expr == expected
-    # whatever came out still selects the same rows in Lance
-    assert _lance_ids(lance_ds, to_sql(expr)) == _datafusion_ids(df_ctx, sql)
+    # whatever came out still selects the same rows (in DataFusion; in Lance unless
+    # its planner lacks the construct: CASE)
+    assert _datafusion_ids(df_ctx, to_sql(expr)) == _datafusion_ids(df_ctx, sql)
+    if "CASE" not in sql:
+        assert _lance_ids(lance_ds, to_sql(expr)) == _datafusion_ids(df_ctx, sql)
 
 
 def test_from_datafusion_unsupported(df_frame):

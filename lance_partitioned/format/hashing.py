@@ -321,15 +321,11 @@ def murmur3_scalar(value: object, arrow_type: pa.DataType) -> int | None:
     return None if data is None else murmur3_32_bytes(data)
 
 
-def _bucket_int(h: int, num_buckets: int) -> int:
-    return abs(h) % num_buckets
-
-
 def bucket_scalar(value: object, arrow_type: pa.DataType, num_buckets: int) -> int | None:
     """Bucket (``abs(murmur3) % num_buckets``) of one Python value; None for NULL."""
     _check_num_buckets(num_buckets)
     h = murmur3_scalar(value, arrow_type)
-    return None if h is None else _bucket_int(h, num_buckets)
+    return None if h is None else abs(h) % num_buckets
 
 
 # --------------------------------------------------------------------------------------
@@ -469,6 +465,8 @@ def _canonical(arr: pa.Array) -> _Rep:
     if pa.types.is_null(t):
         return _AllNull(n)
     if pa.types.is_dictionary(t):
+        if len(arr.dictionary) > n:  # cheaper to decode the few values used
+            return _canonical(arr.dictionary_decode())
         indices = arr.indices
         idx = _fixed_buffer(indices, indices.type.to_pandas_dtype())
         if len(arr.dictionary) == 0:  # then every index is NULL
@@ -841,6 +839,8 @@ def murmur3(array: pa.Array | pa.ChunkedArray) -> pa.Int32Array:
     if isinstance(array.type, pa.BaseExtensionType):
         return murmur3(array.storage)
     if pa.types.is_dictionary(array.type):
+        if len(array.dictionary) > len(array):  # cheaper to decode the few values used
+            return murmur3(array.dictionary_decode())
         # Hash each dictionary entry once, then gather.
         return murmur3(array.dictionary).take(array.indices)
     # Work in slices so every temporary stays small (and cache resident).
@@ -864,7 +864,9 @@ def murmur3_multi(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Int32Array
     return _join(parts)
 
 
-def _hash_multi_slice(arrays: list[pa.Array | pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray | None]:
+def _hash_multi_slice(
+    arrays: list[pa.Array | pa.ChunkedArray],
+) -> tuple[np.ndarray, np.ndarray | None]:
     reps = [_canonical_any(a) for a in arrays]
     n = _rep_len(reps[0])
     any_valid: np.ndarray | None = np.zeros(n, dtype=bool)
@@ -928,9 +930,7 @@ def bucket_of_hashes(hashes: pa.Int32Array | pa.ChunkedArray, num_buckets: int) 
     """``abs(h) % num_buckets`` evaluated in int64 (so h = -2**31 is fine), as int32."""
     _check_num_buckets(num_buckets)
     if isinstance(hashes, pa.ChunkedArray):
-        hashes = (
-            pa.concat_arrays(hashes.chunks) if hashes.num_chunks else pa.array([], pa.int32())
-        )
+        hashes = pa.concat_arrays(hashes.chunks) if hashes.num_chunks else pa.array([], pa.int32())
     if hashes.type != pa.int32():
         raise TypeError(f"expected int32 hashes, got {hashes.type}")
     h = _fixed_buffer(hashes, np.int32)

@@ -290,9 +290,13 @@ _NOT_CASTABLE = object()
 
 
 def _cast_literal(value: Any, words: list[str], params: list[int]) -> Any:
-    """Fold ``CAST(<literal> AS <type>)``. Returns _NOT_CASTABLE for types this
-    module does not model (the cast then stays an opaque value); raises
-    ValueError when the literal cannot be converted."""
+    """Fold ``CAST(<literal> AS <type>)`` into a typed literal.
+
+    A string literal is parsed as the target type and a ValueError says why it
+    cannot be. Other literals are folded when the conversion is exact and
+    obvious (2 -> 2.0, DATE -> TIMESTAMP, 1.5 -> DECIMAL(3,2)); anything else,
+    and any type this module does not model, returns _NOT_CASTABLE: the cast
+    then stays an (opaque) expression for DataFusion to evaluate."""
     base = words[0]
     if (
         base in ("DATE", "TIMESTAMP", "DATETIME", "TIME")
@@ -302,76 +306,63 @@ def _cast_literal(value: Any, words: list[str], params: list[int]) -> Any:
         return _NOT_CASTABLE
     if value is None:
         return None
-    if base in _INT_TYPES:
-        if isinstance(value, bool):
-            return int(value)
-        if isinstance(value, int):
+    number = isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
+    if isinstance(value, str):
+        text = value.strip()
+        if base in _INT_TYPES:
+            return int(text)
+        if base in _FLOAT_TYPES:
+            return float(text)
+        if base in ("DECIMAL", "NUMERIC", "DEC"):
+            return _to_decimal(decimal.Decimal(text), params)
+        if base in _STRING_TYPES:
             return value
-        if isinstance(value, str):
-            return int(value.strip())
-        if isinstance(value, decimal.Decimal) and value == value.to_integral_value():
-            return int(value)
-        raise ValueError("not an integer")
-    if base in _FLOAT_TYPES:
-        if isinstance(value, (bool, bytes, dt.date, dt.time)):
-            raise ValueError("not a number")
-        return float(value)
-    if base in ("DECIMAL", "NUMERIC", "DEC"):
-        if isinstance(value, (bool, bytes, dt.date, dt.time)):
-            raise ValueError("not a number")
-        if isinstance(value, str):
-            value = value.strip()
-        elif isinstance(value, float):
-            value = repr(value)
-        d = decimal.Decimal(value)
-        if not d.is_finite():
-            raise ValueError("not a finite number")
-        if params:
-            precision = params[0]
-            scale = params[1] if len(params) > 1 else 0
-            d = d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
-            if len(d.as_tuple().digits) > precision and d != 0:
-                raise ValueError(f"does not fit DECIMAL({precision},{scale})")
-        return d
-    if base in _STRING_TYPES:
-        if isinstance(value, str):
-            return value
-        raise ValueError("only string literals are folded to strings")
-    if base in ("BOOLEAN", "BOOL"):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise ValueError("not a boolean")
-    if base in _BINARY_TYPES:
-        if isinstance(value, bytes):
-            return value
-        if isinstance(value, str):
+        if base in ("BOOLEAN", "BOOL"):
+            if text.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text.lower() == "true"
+        if base in _BINARY_TYPES:
             return value.encode()
-        raise ValueError("not binary")
-    if base == "DATE":
-        if isinstance(value, dt.datetime):
-            raise ValueError("use a DATE literal")
-        if isinstance(value, dt.date):
-            return value
-        if isinstance(value, str):
+        if base == "DATE":
             return _parse_date(value)
-        raise ValueError("not a date")
-    if base in ("TIMESTAMP", "DATETIME"):
+        if base in ("TIMESTAMP", "DATETIME"):
+            return _parse_timestamp(value)
+        if base == "TIME":
+            return _parse_time(value)
+        return _NOT_CASTABLE
+    if base in _INT_TYPES and number and value == int(value):
+        return int(value)
+    if base in _FLOAT_TYPES and number:
+        return float(value)
+    if base in ("DECIMAL", "NUMERIC", "DEC") and number:
+        return _to_decimal(
+            decimal.Decimal(repr(value) if isinstance(value, float) else value), params
+        )
+    if base in ("BOOLEAN", "BOOL") and isinstance(value, bool):
+        return value
+    if base in _BINARY_TYPES and isinstance(value, bytes):
+        return value
+    if base == "DATE" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value
+    if base in ("TIMESTAMP", "DATETIME") and isinstance(value, dt.date):
         if isinstance(value, dt.datetime):
             return value
-        if isinstance(value, dt.date):
-            return dt.datetime(value.year, value.month, value.day)
-        if isinstance(value, str):
-            return _parse_timestamp(value)
-        raise ValueError("not a timestamp")
-    if base == "TIME":
-        if isinstance(value, dt.time):
-            return value
-        if isinstance(value, str):
-            return _parse_time(value)
-        raise ValueError("not a time")
+        return dt.datetime(value.year, value.month, value.day)
+    if base == "TIME" and isinstance(value, dt.time):
+        return value
     return _NOT_CASTABLE
+
+
+def _to_decimal(d: decimal.Decimal, params: list[int]) -> decimal.Decimal:
+    if not d.is_finite():
+        raise ValueError("not a finite number")
+    if params:
+        precision = params[0]
+        scale = params[1] if len(params) > 1 else 0
+        d = d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
+        if len(d.as_tuple().digits) > precision and d != 0:
+            raise ValueError(f"does not fit DECIMAL({precision},{scale})")
+    return d
 
 
 # --------------------------------------------------------------------------------------
@@ -1143,17 +1134,22 @@ def to_sql(expr: Expr) -> str:
 
 
 def _pa_literal(value: Any, field_type: Any = None) -> Any:
+    """A pyarrow scalar for ``value``, converted to ``field_type`` when that is
+    lossless (1.5 stays a decimal next to an int32 column, 2 becomes a decimal
+    next to a decimal column)."""
     import pyarrow as pa
 
+    errors = (pa.ArrowException, TypeError, ValueError, OverflowError)
     if field_type is not None:
-        try:
-            return pa.scalar(value, type=field_type)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            pass
+        with contextlib.suppress(*errors):
+            direct = pa.scalar(value, type=field_type)
+            back = direct.as_py()
+            # equal after the round trip (datetimes of different awareness never are)
+            if isinstance(back, bool) == isinstance(value, bool) and back == value:
+                return direct
     scalar = pa.scalar(value)
     if field_type is not None and scalar.type != field_type:
-        # safe cast only: a lossy cast keeps the literal as it is
-        with contextlib.suppress(pa.ArrowException, TypeError, ValueError, OverflowError):
+        with contextlib.suppress(*errors):  # a safe cast: lossy ones raise
             scalar = scalar.cast(field_type)
     return scalar
 
@@ -1206,15 +1202,14 @@ def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
                 result = null_bool if has_null else pc.scalar(False)
             else:
                 ftype = field_type(e.ref.name)
-                value_set = None
-                if ftype is not None:
-                    try:
-                        value_set = pa.array(present, type=ftype)
-                    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                        value_set = None
-                if value_set is None:
-                    value_set = pa.array([_pa_literal(v, ftype) for v in present])
-                found = pc.is_in(field, value_set=value_set, skip_nulls=True)
+                scalars = [_pa_literal(v, ftype) for v in present]
+                if len({sc.type for sc in scalars}) == 1:
+                    value_set = pa.array(scalars)
+                    found = pc.is_in(field, value_set=value_set, skip_nulls=True)
+                else:  # literals of different types: x IN (a, b) is x = a OR x = b
+                    found = pc.equal(field, pc.scalar(scalars[0]))
+                    for sc in scalars[1:]:
+                        found = found | pc.equal(field, pc.scalar(sc))
                 if has_null:
                     found = found | null_bool  # no match against a list with NULL -> NULL
                 # SQL: NULL IN (...) is NULL, pyarrow's is_in says FALSE
@@ -1227,7 +1222,7 @@ def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
             result = pc.match_like(pc.field(e.ref.name), e.pattern)
             return ~result if e.negated else result
         if isinstance(e, Literal):
-            return pc.scalar(_pa_literal(e.value))
+            return null_bool if e.value is None else pc.scalar(_pa_literal(e.value))
         if isinstance(e, Ref):
             return pc.field(e.name)
         if isinstance(e, Opaque):

@@ -59,11 +59,29 @@ MAX_IN_VALUES = 4096
 # -- binding ------------------------------------------------------------------
 
 
+def _parse_temporal_text(value: str, target: pa.DataType) -> Any:
+    """ISO text → date/datetime for a date or timestamp column (naive text on a zoned column is UTC)."""
+    text = value.strip()
+    if pa.types.is_date(target):
+        parsed = dt.datetime.fromisoformat(text)
+        if parsed.time() != dt.time(0) or parsed.tzinfo is not None:
+            raise ValueError("not a whole date")
+        return parsed.date()
+    parsed = dt.datetime.fromisoformat(text)
+    if target.tz is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed
+
+
 def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
     """Exactly convert a literal to ``target``; (False, None) when it cannot be exact."""
     if value is None:
         return False, None
     try:
+        if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
+            if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+                return False, None
+            value = _parse_temporal_text(value, target)
         if isinstance(value, dt.datetime) and pa.types.is_timestamp(target):
             if value.tzinfo is not None and target.tz is None:
                 return False, None
@@ -74,14 +92,9 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
                 return False, None
             value = value.date()
         scalar = pa.scalar(value)
-        if pa.types.is_string(scalar.type) and not (
-            pa.types.is_string(target) or pa.types.is_large_string(target)
-        ):
-            if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
-                return False, None
         cast = scalar.cast(target, safe=True)
-        back = cast.cast(scalar.type, safe=True) if not pa.types.is_string(scalar.type) else None
-        if back is not None and back.as_py() != scalar.as_py():
+        back = cast.cast(scalar.type, safe=True)
+        if back.as_py() != scalar.as_py():
             return False, None
         return True, cast.as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError, ValueError):
@@ -372,13 +385,13 @@ def _sort_key(v: Any) -> tuple[int, Any]:
 
 
 def manifest_filter(expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema) -> str | None:
-    """SQL over ``__manifest`` table rows selecting the partitions ``expr`` may match.
+    """SQL over ``__manifest`` table rows selecting the partitions a *bound* ``expr`` may match.
 
     None means "every table row". The caller adds ``object_type = 'table'``.
     """
     if expr is None:
         return None
-    nnf = to_nnf(bind(expr, schema))
+    nnf = to_nnf(expr)
     branches = []
     any_pruned = False
     for sid in sorted(specs):

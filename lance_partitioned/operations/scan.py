@@ -21,7 +21,7 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.sql import FilterParseError, from_datafusion, from_pyarrow, parse_filter, to_sql
-from lance_partitioned.operations.pruning import manifest_filter
+from lance_partitioned.operations.pruning import bind, manifest_filter
 
 FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
 
@@ -44,17 +44,17 @@ class ScanTask:
     partition_values: dict[str, Any]
 
 
-def parse_any_filter(filter: FilterLike) -> tuple[Expr | None, str | None]:
-    """(AST for pruning, SQL for the leaf scans) from any accepted filter form."""
+def parse_any_filter(filter: FilterLike) -> Expr | None:
+    """The filter AST from SQL text, a pyarrow or DataFusion expression, or an AST."""
     if filter is None:
-        return None, None
+        return None
     if isinstance(filter, Expr):
-        return filter, to_sql(filter)
+        return filter
     if isinstance(filter, str):
         if not filter.strip():
-            return None, None
+            return None
         try:
-            return parse_filter(filter), filter
+            return parse_filter(filter)
         except FilterParseError as exc:
             raise FilterError(str(exc)) from exc
     mod = type(filter).__module__
@@ -70,7 +70,7 @@ def parse_any_filter(filter: FilterLike) -> tuple[Expr | None, str | None]:
             )
     except (ValueError, NotImplementedError) as exc:
         raise FilterError(f"cannot translate filter {filter}: {exc}") from exc
-    return expr, to_sql(expr)
+    return expr
 
 
 class Scan:
@@ -84,7 +84,11 @@ class Scan:
         batch_size: int | None = None,
     ):
         self.snapshot = snapshot
-        self.expr, self.sql = parse_any_filter(filter)
+        expr = parse_any_filter(filter)
+        # Lance does not coerce text to dates, so leaves get the bound filter,
+        # rendered with typed literals, rather than the caller's text.
+        self.expr = None if expr is None else bind(expr, snapshot.schema)
+        self.sql = None if self.expr is None else to_sql(self.expr)
         if columns is not None:
             columns = list(columns)
             for c in columns:
