@@ -11,8 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 import pytest
-from datafusion import SessionContext, col, lit
+from datafusion import SessionConfig, SessionContext, col, lit
 from datafusion import functions as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lance_partitioned.format.expressions import (
     And,
@@ -257,6 +259,10 @@ OPAQUE_CASES = [
     ("date_part('year', d) = 2025", "date_part('year', d) = 2025", ("d",)),
     ("(x = 1) = (y = 2)", "(x = 1) = (y = 2)", ("x", "y")),
     ("s ~ 'a.*'", "s ~ 'a.*'", ("s",)),
+    # casts that are not exact literal conversions stay expressions
+    ("CAST(1.5e0 AS INT) = x", "CAST(1.5e0 AS INT) = x", ("x",)),
+    ("CAST(DATE '2025-01-01' AS BIGINT) < x", "CAST(DATE '2025-01-01' AS BIGINT) < x", ("x",)),
+    ("x = CAST('a' AS MAP)", "x = CAST('a' AS MAP)", ("x",)),
 ]
 
 
@@ -400,6 +406,11 @@ def test_quote_identifier(name, quoted):
         (dt.datetime(2025, 1, 1, 10, 0, 0, 5), "TIMESTAMP '2025-01-01 10:00:00.000005'"),
         (dt.datetime(2025, 1, 1, 10, tzinfo=UTC), "TIMESTAMP '2025-01-01 10:00:00+00:00'"),
         (dt.datetime(2025, 1, 1, 12, tzinfo=PLUS2), "TIMESTAMP '2025-01-01 12:00:00+02:00'"),
+        (dt.datetime(9999, 12, 31, 23, 59), "CAST('9999-12-31 23:59:00' AS TIMESTAMP(6))"),
+        (
+            dt.datetime(1500, 1, 1, tzinfo=PLUS2),
+            "CAST('1500-01-01 00:00:00+02:00' AS TIMESTAMP(6))",
+        ),
         (dt.time(10, 30), "TIME '10:30:00'"),
         (dt.time(10, 30, 0, 250000), "TIME '10:30:00.250000'"),
     ],
@@ -434,6 +445,62 @@ def test_to_sql_spelling():
     assert to_sql(In(Ref("x"), ())) == "FALSE"
     assert to_sql(In(Ref("x"), (), negated=True)) == "TRUE"
     assert to_sql(Literal(None)) == "NULL"
+
+
+# every AST the parser can produce survives to_sql -> parse_filter
+
+_names = st.one_of(
+    st.sampled_from(
+        ["x", "order_date", "CamelCase", "Order Date", "país", "a`b", 'q"', "and", "date"]
+    ),
+    st.text(min_size=1, max_size=8),
+)
+_offsets = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
+    lambda m: dt.timezone(dt.timedelta(minutes=m))
+)
+_literals = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False),
+    st.decimals(
+        allow_nan=False, allow_infinity=False, places=4, max_value=10**20, min_value=-(10**20)
+    ),
+    st.text(max_size=10),
+    st.binary(max_size=6),
+    st.dates(),
+    st.datetimes(),
+    st.datetimes(
+        min_value=dt.datetime(1000, 1, 1), max_value=dt.datetime(9000, 1, 1), timezones=_offsets
+    ),
+    st.times(),
+).map(Literal)
+_refs = _names.map(Ref)
+_leaves = st.one_of(
+    st.builds(Compare, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), _refs, _literals),
+    st.builds(In, _refs, st.lists(_literals, min_size=1, max_size=4).map(tuple), st.booleans()),
+    st.builds(IsNull, _refs, st.booleans()),
+    st.builds(Like, _refs, st.text(max_size=8), st.booleans()),
+    st.sampled_from(
+        [Literal(True), Literal(False), Literal(None), Opaque("lower(s) = 'a'", ("s",))]
+    ),
+)
+_exprs = st.recursive(
+    _leaves,
+    lambda children: st.one_of(
+        st.builds(And, children, children),
+        st.builds(Or, children, children),
+        st.builds(Not, children),
+    ),
+    max_leaves=8,
+)
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_exprs)
+def test_round_trip_property(expr):
+    assert parse_filter(to_sql(expr)) == expr
 
 
 def test_to_pyarrow_opaque_not_implemented():
@@ -550,6 +617,13 @@ def df_ctx(table):
     return ctx
 
 
+@pytest.fixture(scope="module")
+def df_ctx_unoptimized(table):
+    ctx = SessionContext(SessionConfig().set("datafusion.optimizer.max_passes", "0"))
+    ctx.register_record_batches("t", [table.to_batches()])
+    return ctx
+
+
 def _ids(tbl: pa.Table) -> list[int]:
     return sorted(tbl.column("id").to_pylist())
 
@@ -626,6 +700,9 @@ EQUIVALENCE_FILTERS = [
     "tz > TIMESTAMP '2025-01-01T00:00:00Z'",
     "tz <= TIMESTAMP '2025-01-01 10:00:00-01:00'",
     "tz < TIMESTAMP '2025-01-01 10:00:00'",
+    "ts < TIMESTAMP '9999-12-31 23:59:59.999999'",
+    "ts > TIMESTAMP '1500-06-01 00:00:00'",
+    "tz > CAST('1000-01-01 00:00:00+02:00' AS TIMESTAMP)",
     # decimals
     "dec = 1.5",
     "dec > -3",
@@ -724,6 +801,82 @@ def test_opaque_runs_in_lance(text, lance_ds, df_ctx):
     assert isinstance(expr, Opaque)
     sql = to_sql(expr)
     assert _lance_ids(lance_ds, sql) == _datafusion_ids(df_ctx, sql), sql
+
+
+# random predicates over the test table: Lance and pyarrow agree (NULL logic under NOT,
+# IN lists with NULL, literal coercion)
+
+_small_decimals = st.decimals(min_value=-4, max_value=6, places=2)
+_COLUMN_LITERALS = {
+    "i32": st.one_of(st.integers(-2, 6), st.decimals(min_value=-2, max_value=6, places=1)),
+    "i64": st.sampled_from([0, 10, 20, 30, -(2**63), 2**63 - 1, 15]),
+    "f": st.one_of(st.sampled_from([1.5, -1.0, 0.0, 2.5, 1e10, -0.5, 3.0]), _small_decimals),
+    "s": st.sampled_from(["a", "it's", "héllo", "100%", "back\\slash", "x_y", "", "b", "zz"]),
+    "d": st.dates(min_value=dt.date(2024, 12, 1), max_value=dt.date(2025, 3, 1)),
+    "ts": st.datetimes(min_value=dt.datetime(2024, 12, 31), max_value=dt.datetime(2025, 1, 3)),
+    "tz": st.datetimes(
+        min_value=dt.datetime(2024, 12, 31),
+        max_value=dt.datetime(2025, 1, 3),
+        timezones=st.sampled_from([UTC, PLUS2]),
+    ),
+    "dec": st.one_of(_small_decimals, st.integers(-4, 6)),
+    "b": st.booleans(),
+    "bin": st.sampled_from([b"", b"\x01", b"\x01\x02", b"\xff", b"\x00"]),
+    "Order Date": st.dates(min_value=dt.date(2024, 12, 30), max_value=dt.date(2025, 1, 4)),
+    "país": st.sampled_from(["ü", "España", "日本", "a'b", "", "x", "y"]),
+    "CamelCase": st.integers(0, 9),
+}
+
+
+@st.composite
+def _table_leaf(draw):
+    name = draw(st.sampled_from(sorted(_COLUMN_LITERALS)))
+    values = _COLUMN_LITERALS[name]
+    maybe_null = st.one_of(values, st.none())
+    kind = draw(st.sampled_from(["cmp", "cmp", "in", "null", "like"]))
+    if kind == "like" and name in ("s", "país"):
+        pattern = draw(st.sampled_from(["a%", "%o", "_", "%", "x\\_y", "100\\%", "%'%", "h_llo"]))
+        return Like(Ref(name), pattern, draw(st.booleans()))
+    if kind == "in":
+        items = draw(st.lists(maybe_null, min_size=1, max_size=3))
+        return In(Ref(name), tuple(Literal(v) for v in items), draw(st.booleans()))
+    if kind == "null":
+        return IsNull(Ref(name), draw(st.booleans()))
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+    return Compare(op, Ref(name), Literal(draw(values)))
+
+
+_table_exprs = st.recursive(
+    _table_leaf(),
+    lambda children: st.one_of(
+        st.builds(And, children, children),
+        st.builds(Or, children, children),
+        st.builds(Not, children),
+    ),
+    max_leaves=5,
+)
+
+
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(expr=_table_exprs)
+def test_lance_matches_pyarrow_property(expr, table, lance_ds, df_ctx, df_ctx_unoptimized):
+    sql = to_sql(expr)
+    expected = _pyarrow_ids(table, to_pyarrow(expr, schema=table.schema))
+    got = _lance_ids(lance_ds, sql)
+    if got != expected:
+        # Known upstream bug (DataFusion <= 55, hence Lance): the IN-list simplifier
+        # folds `x IN (a) AND x NOT IN (a)` / `x IN (a) AND x IN (b)` to FALSE,
+        # ignoring that it is NULL for a NULL x, which shows under a NOT. See
+        # apache/datafusion#24258. Our SQL is right if DataFusion without its
+        # optimizer agrees with pyarrow and the optimizer reproduces Lance.
+        assert _datafusion_ids(df_ctx_unoptimized, sql) == expected, sql
+        assert _datafusion_ids(df_ctx, sql) == got, sql
+        assert " IN (" in sql and "NOT" in sql, sql
 
 
 def test_opaque_mixed_with_structured(lance_ds, df_ctx):

@@ -11,36 +11,45 @@ evaluation.
 Parsing rules worth knowing:
 
 * Keywords are case-insensitive. Unquoted identifiers are kept **verbatim**
-  (no lower-casing): Lance resolves ``CamelCase`` to the column ``CamelCase``.
-  ``"double"`` and ```backtick``` quoted identifiers may contain anything
-  (``""`` / ````` escape the quote). A qualified name ``t.col`` keeps only its
-  last part.
+  (no lower-casing, as Lance resolves ``CamelCase`` to the column
+  ``CamelCase``). Double-quoted and backtick-quoted identifiers may contain
+  anything; a doubled quote character escapes it. A qualified name ``t.col``
+  keeps only its last part.
 * Integers become ``int``; numerals with a decimal point (``1.5``) become
-  ``decimal.Decimal`` (exact, the caller casts to the column type); numerals
+  ``decimal.Decimal`` (exact; the caller casts to the column type); numerals
   with an exponent (``1.5e3``) become ``float``.
 * ``DATE '…'`` -> ``datetime.date``; ``TIMESTAMP '…'`` -> ``datetime.datetime``,
   timezone-aware if the text has an offset or ``Z``, naive otherwise;
-  ``TIME '…'`` -> ``datetime.time``; ``X'0102'`` -> ``bytes``. ``CAST(<literal>
-  AS <type>)`` and ``<literal>::<type>`` fold to a typed literal.
+  ``TIME '…'`` -> ``datetime.time``; ``X'0102'`` -> ``bytes``.
+  ``CAST(<literal> AS <type>)`` and ``<literal>::<type>`` fold to a typed
+  literal when the conversion is exact.
 * Predicates the AST cannot express (function calls, arithmetic,
-  column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``, ...)
-  become ``Opaque`` carrying the source text of the whole predicate; column
-  references inside it are re-spelled with :func:`quote_identifier` so the text
-  is valid for Lance (which reads ``"x"`` as a string literal).
+  column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
+  ``IS DISTINCT FROM``, ...) become ``Opaque`` carrying the source text of the
+  whole predicate. Column references inside it are re-spelled with
+  :func:`quote_identifier`, because Lance reads ``"x"`` as a string literal.
 
 How Lance wants things spelled (found by experiment with pylance 14.0.2):
 
-* identifiers: backticks (```Order Date```, doubled backtick inside);
-  ``"…"`` is a *string literal* to Lance, never an identifier;
-* ``DATE 'YYYY-MM-DD'``, ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]'``
-  (an offset makes it an instant, compared in UTC), ``X'hex'`` for binary;
-* decimals: a bare ``1.5`` is a Float64 that Lance refuses to coerce to a
-  decimal or integer column, so ``Decimal`` renders as
-  ``CAST('1.5' AS DECIMAL(2,1))`` which works against decimal, float and
-  integer columns; floats render with an exponent (``1.5e0``);
-* ``-9223372036854775808`` is read as a float, so it renders as a cast;
-  Lance has no ``TIME`` type in filters (``TIME`` literals render but Lance
-  rejects them); unary ``+`` is rejected (the parser folds it away).
+* identifiers in backticks (a backtick inside is doubled); ``"…"`` is a
+  *string literal* to Lance, never an identifier. Unquoted names are not
+  lower-cased by Lance but are by plain DataFusion, so only simple lower-case
+  names are left bare;
+* ``'strings'`` with ``''`` (a backslash is an ordinary character);
+  ``DATE 'YYYY-MM-DD'``; ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]'``
+  (an offset makes it an instant, compared in UTC; a naive literal against a
+  tz-aware column is taken as UTC); ``X'hex'`` for binary;
+* a bare ``1.5`` is a Float64 that Lance refuses to coerce to a decimal or an
+  integer column, so a ``Decimal`` renders as ``CAST('1.5' AS DECIMAL(2,1))``
+  (from a string, so no float rounding), which works against decimal, float
+  and integer columns; a ``float`` renders with an exponent (``1.5e0``);
+* ``-9223372036854775808`` would be read as a float, so it renders as
+  ``CAST('-9223372036854775808' AS BIGINT)``; timestamps outside 1678-2261
+  render as ``CAST('…' AS TIMESTAMP(6))`` (DataFusion's ``TIMESTAMP '…'`` is
+  nanoseconds);
+* Lance's filter planner has no ``TIME`` type, no ``CASE``, no unary ``+`` and
+  no ``LIKE … ESCAPE`` other than backslash; those parse (and render as valid
+  DataFusion SQL) but Lance rejects them.
 """
 
 from __future__ import annotations
@@ -245,10 +254,11 @@ def _parse_date(s: str) -> dt.date:
 def _parse_offset(s: str) -> dt.tzinfo:
     if s.upper() in ("Z", "UTC"):
         return dt.timezone.utc
-    sign = -1 if s[0] == "-" else 1
-    digits = s[1:].replace(":", "")
-    hours = int(digits[:2]) if len(digits) >= 3 else int(digits)
-    minutes = int(digits[-2:]) if len(digits) >= 3 else 0
+    m = re.fullmatch(r"([+-])(\d{1,2})(?::?(\d{2}))?", s)
+    if not m:
+        raise ValueError(f"invalid UTC offset {s!r}")
+    sign = -1 if m[1] == "-" else 1
+    hours, minutes = int(m[2]), int(m[3] or 0)
     if hours > 23 or minutes > 59:
         raise ValueError(f"invalid UTC offset {s!r}")
     offset = dt.timedelta(hours=hours, minutes=minutes) * sign
@@ -359,9 +369,10 @@ def _to_decimal(d: decimal.Decimal, params: list[int]) -> decimal.Decimal:
     if params:
         precision = params[0]
         scale = params[1] if len(params) > 1 else 0
-        d = d.quantize(decimal.Decimal(1).scaleb(-scale), rounding=decimal.ROUND_HALF_UP)
-        if len(d.as_tuple().digits) > precision and d != 0:
-            raise ValueError(f"does not fit DECIMAL({precision},{scale})")
+        context = decimal.Context(prec=precision + abs(scale) + 2)
+        d = d.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP, context)
+        if d != 0 and d.adjusted() + 1 > precision - scale:
+            raise ValueError(f"{d} does not fit DECIMAL({precision},{scale})")
     return d
 
 
@@ -1031,6 +1042,10 @@ def _render_datetime(value: dt.datetime) -> str:
         sign = "-" if offset < dt.timedelta(0) else "+"
         minutes = abs(offset) // dt.timedelta(minutes=1)
         text += f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    if not 1678 <= value.year <= 2261:
+        # DataFusion reads TIMESTAMP '…' as nanoseconds, which overflow outside
+        # 1677-09-21 .. 2262-04-11; microsecond precision reaches every year.
+        return f"CAST('{text}' AS TIMESTAMP(6))"
     return f"TIMESTAMP '{text}'"
 
 
@@ -1203,10 +1218,13 @@ def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
             else:
                 ftype = field_type(e.ref.name)
                 scalars = [_pa_literal(v, ftype) for v in present]
-                if len({sc.type for sc in scalars}) == 1:
+                types = {sc.type for sc in scalars}
+                if len(types) == 1 and (ftype is None or types == {ftype}):
                     value_set = pa.array(scalars)
                     found = pc.is_in(field, value_set=value_set, skip_nulls=True)
-                else:  # literals of different types: x IN (a, b) is x = a OR x = b
+                else:
+                    # is_in does not promote types (int32 vs decimal128(1,1) fails);
+                    # x IN (a, b) is exactly x = a OR x = b, and equal() promotes
                     found = pc.equal(field, pc.scalar(scalars[0]))
                     for sc in scalars[1:]:
                         found = found | pc.equal(field, pc.scalar(sc))

@@ -1,0 +1,155 @@
+"""The ``lance_partitioned`` Python data source: reader side (the writer is in ``sink``).
+
+Where each piece runs (PySpark 4.3):
+- ``schema()``: a Python worker on the driver, at ``load()`` / view creation;
+- ``reader()``, ``pushFilters()``, ``partitions()``: one planning worker on the
+  driver, once per query execution. The reader pins the ``__manifest`` snapshot
+  when it is created, so every input partition of one query reads one version;
+- ``read()``: executors, with the pickled reader (which holds no Lance handles).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.errors import SchemaError
+from lance_partitioned.format.expressions import Expr
+from lance_partitioned.spark.filters import FilterTranslator
+from lance_partitioned.spark.options import SourceOptions
+from lance_partitioned.spark.planning import ReadOptions, ReadPlan, ReadTask, load_snapshot, plan_read, read_task
+from lance_partitioned.spark.types import arrow_to_spark, spark_arrow_schema
+
+log = logging.getLogger(__name__)
+
+NAME = "lance_partitioned"
+
+
+def projected_schema(snapshot: Snapshot, columns: tuple[str, ...] | None) -> pa.Schema:
+    """The namespace schema restricted to ``columns`` (in that order), without metadata."""
+    fields = [pa.field(f.name, f.type, f.nullable) for f in snapshot.schema.arrow]
+    if columns is None:
+        return pa.schema(fields)
+    by_name = {f.name: f for f in fields}
+    missing = [c for c in columns if c not in by_name]
+    if missing:
+        raise SchemaError(f"option 'columns' names unknown column(s) {missing}; columns are {list(by_name)}")
+    return pa.schema([by_name[c] for c in columns])
+
+
+def record_scan(path: str | None, plan: ReadPlan) -> None:
+    """Append one JSON line describing ``plan`` to ``path`` (best effort)."""
+    log.info(plan.summary())
+    if not path:
+        return
+    entry = dict(plan.as_dict(), time=time.time())
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, default=str) + "\n")
+    except OSError as exc:
+        log.warning("could not append to scan log %s: %s", path, exc)
+
+
+class LancePartition(InputPartition):
+    """One input partition: a group of leaf fragments, and how to read them.
+
+    The read options travel with each partition, not in the reader: PySpark
+    pickles the reader for executors *before* it calls ``partitions()``.
+    """
+
+    def __init__(self, task: ReadTask, options: ReadOptions):
+        super().__init__(task.index)
+        self.task = task
+        self.options = options
+
+
+class LancePartitionedReader(DataSourceReader):
+    """Plans one query: pushed filters, pruned partitions, fragment groups."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType):
+        self.opts = opts
+        self.spark_schema = schema
+        self._snapshot: Snapshot | None = load_snapshot(opts.root, opts.version, opts.storage_options)
+        available = projected_schema(self._snapshot, None)
+        by_name = {f.name: f for f in available}
+        wanted = []
+        for sf in schema.fields:
+            f = by_name.get(sf.name)
+            if f is None:
+                raise SchemaError(f"column {sf.name!r} is not in the namespace {opts.root!r}; columns are {list(by_name)}")
+            ours = arrow_to_spark(pa.schema([f])).fields[0]
+            if ours.dataType != sf.dataType or (ours.nullable and not sf.nullable):
+                raise SchemaError(
+                    f"column {sf.name!r}: the given schema says {sf.dataType.simpleString()}"
+                    f"{'' if sf.nullable else ' NOT NULL'}, the namespace holds "
+                    f"{ours.dataType.simpleString()}{'' if ours.nullable else ' NOT NULL'}"
+                )
+            wanted.append(f)
+        self.arrow_schema = pa.schema(wanted)
+        self.expr: Expr | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_snapshot"] = None  # Lance handles stay on the driver
+        return state
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
+        """Accept the filters we translate exactly; return the rest for Spark to evaluate."""
+        translation = FilterTranslator(self.arrow_schema).translate(filters)
+        self.expr = translation.expr
+        return translation.rejected
+
+    def partitions(self) -> list[InputPartition]:
+        assert self._snapshot is not None, "partitions() runs on the driver, before pickling"
+        columns = tuple(self.arrow_schema.names)
+        plan, scan = plan_read(
+            self._snapshot,
+            self.expr,
+            columns,
+            rows_per_task=self.opts.rows_per_partition,
+            min_tasks=self.opts.min_partitions,
+        )
+        read_options = ReadOptions(
+            columns=columns,
+            filter_sql=scan.sql,
+            target=spark_arrow_schema(self.spark_schema),
+            batch_size=self.opts.batch_size,
+            storage_options=self.opts.storage_options,
+        )
+        record_scan(self.opts.scan_log, plan)
+        return [LancePartition(t, read_options) for t in plan.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Spark substitutes InputPartition(None) when partitions() returned nothing.
+        if not isinstance(partition, LancePartition):
+            return iter(())
+        return read_task(partition.task, partition.options)
+
+
+class LancePartitionedDataSource(DataSource):
+    """``spark.read.format("lance_partitioned").load(root)`` and ``df.write.format(...).save(root)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        opts = SourceOptions.parse(self.options)
+        snapshot = load_snapshot(opts.root, opts.version, opts.storage_options)
+        return arrow_to_spark(projected_schema(snapshot, opts.columns))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LancePartitionedReader(SourceOptions.parse(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from lance_partitioned.spark.sink import plan_write
+
+        return plan_write(SourceOptions.parse(self.options), schema, overwrite)

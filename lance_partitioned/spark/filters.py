@@ -1,0 +1,200 @@
+"""Spark data source filters → our filter AST, accepting only exact translations.
+
+Spark does not re-check a filter the source accepts, so a filter is accepted only
+when Lance evaluates our translation with exactly Spark's semantics on every row,
+NULLs included. Everything else is handed back to Spark (which then filters the
+rows itself), so rejecting is always safe and accepting is a promise.
+
+Accepted (on a top-level column of a type listed in ``_ORDERED`` or ``_EQUALITY``):
+
+- ``EqualTo``, ``GreaterThan(OrEqual)``, ``LessThan(OrEqual)``, ``In`` with a
+  non-NULL literal: SQL comparison, where NULL never matches, as in Spark;
+- ``EqualNullSafe(c, v)``: ``c IS NULL`` for a NULL ``v``, else ``c = v AND c IS
+  NOT NULL``, which is never NULL, like ``<=>`` (so that ``NOT`` also agrees);
+- ``IsNull`` / ``IsNotNull`` on any top-level column;
+- ``StringStartsWith(c, p)`` on strings: ``c LIKE '<p escaped>%'`` (Lance honours
+  ``\\`` escapes; checked by the tests with ``%``, ``_`` and ``\\`` in ``p``);
+- ``Not(f)`` of an accepted ``f``: SQL's three-valued NOT matches Spark's.
+
+Rejected, on purpose:
+
+- nested column paths, and columns whose Arrow type is not the one Spark holds
+  (unsigned ints, float16, date64, non-microsecond timestamps, time, durations,
+  dictionaries, nested types): the literal would be compared after an implicit
+  conversion whose rules differ between the engines;
+- float/double ranges and comparisons with 0.0, -0.0 or NaN: Spark treats
+  ``-0.0 = 0.0`` and every NaN as equal and largest, whereas Arrow's kernels use
+  IEEE total order (``-0.0 < 0.0``, a negative NaN sorts first). Equality with a
+  finite non-zero literal agrees in both, so only that is accepted;
+- ``StringEndsWith`` / ``StringContains``: exact too, but they never prune a
+  partition and Spark evaluates them just as fast, so nothing is gained;
+- an empty ``In`` list and ``In`` lists holding NULL, where the three-valued
+  result is easy to get subtly wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import datasource as sds
+
+from lance_partitioned.format.expressions import (
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Ref,
+    and_all,
+)
+from lance_partitioned.format.sql import render_literal
+
+_COMPARE_OPS: dict[type, str] = {
+    sds.EqualTo: "=",
+    sds.GreaterThan: ">",
+    sds.GreaterThanOrEqual: ">=",
+    sds.LessThan: "<",
+    sds.LessThanOrEqual: "<=",
+}
+
+
+def _is_exact_arrow_type(t: pa.DataType) -> str | None:
+    """'ordered', 'float' or None: how far comparisons on this column type are trusted."""
+    if (
+        pa.types.is_boolean(t)
+        or pa.types.is_int8(t)
+        or pa.types.is_int16(t)
+        or pa.types.is_int32(t)
+        or pa.types.is_int64(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_date32(t)
+    ):
+        return "ordered"
+    if pa.types.is_decimal128(t):
+        return "ordered"
+    if pa.types.is_timestamp(t) and t.unit == "us":
+        return "ordered"
+    if pa.types.is_float32(t) or pa.types.is_float64(t):
+        return "float"
+    return None
+
+
+def _literal_ok(value: Any, t: pa.DataType) -> bool:
+    """Whether ``value`` is a literal of the column's own kind that we render exactly."""
+    if value is None:
+        return False
+    if pa.types.is_boolean(t):
+        return isinstance(value, bool)
+    if pa.types.is_integer(t):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if pa.types.is_floating(t):
+        return isinstance(value, float) and math.isfinite(value) and value != 0.0
+    if pa.types.is_decimal(t):
+        return isinstance(value, decimal.Decimal) and value.is_finite()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return isinstance(value, str)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return isinstance(value, (bytes, bytearray))
+    if pa.types.is_date32(t):
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    if pa.types.is_timestamp(t):
+        # TimestampType literals arrive as aware datetimes (instants), TIMESTAMP_NTZ as naive.
+        return isinstance(value, dt.datetime) and ((value.tzinfo is not None) == (t.tz is not None))
+    return False
+
+
+def _renders(value: Any) -> bool:
+    try:
+        render_literal(value)
+    except ValueError:
+        return False
+    return True
+
+
+def escape_like(text: str) -> str:
+    """Escape LIKE wildcards so that ``text`` matches itself literally (backslash escapes)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The AND of the accepted filters, and the filters Spark must still evaluate."""
+
+    expr: Expr | None
+    accepted: list[sds.Filter]
+    rejected: list[sds.Filter]
+
+
+class FilterTranslator:
+    """Translates Spark filters against the namespace columns visible to Spark."""
+
+    def __init__(self, schema: pa.Schema):
+        self.types = {f.name: f.type for f in schema}
+
+    def _column(self, attribute: Sequence[str]) -> tuple[str, pa.DataType] | None:
+        if len(attribute) != 1 or attribute[0] not in self.types:
+            return None
+        return attribute[0], self.types[attribute[0]]
+
+    def translate_one(self, f: sds.Filter) -> Expr | None:
+        """Our exact equivalent of ``f``, or None to leave ``f`` to Spark."""
+        if isinstance(f, sds.Not):
+            child = self.translate_one(f.child)
+            return None if child is None else Not(child)
+        if isinstance(f, (sds.IsNull, sds.IsNotNull)):
+            col = self._column(f.attribute)
+            return None if col is None else IsNull(Ref(col[0]), negated=isinstance(f, sds.IsNotNull))
+        col = self._column(getattr(f, "attribute", ()))
+        if col is None:
+            return None
+        name, t = col
+        kind = _is_exact_arrow_type(t)
+        if kind is None:
+            return None
+        ref = Ref(name)
+        if isinstance(f, sds.EqualNullSafe):
+            if f.value is None:
+                return IsNull(ref)
+            if not (_literal_ok(f.value, t) and _renders(f.value)):
+                return None
+            return And(Compare("=", ref, Literal(f.value)), IsNull(ref, negated=True))
+        op = _COMPARE_OPS.get(type(f))
+        if op is not None:
+            if kind == "float" and op != "=":
+                return None
+            if not (_literal_ok(f.value, t) and _renders(f.value)):
+                return None
+            return Compare(op, ref, Literal(f.value))
+        if isinstance(f, sds.In):
+            values = list(f.value)
+            if not values or not all(_literal_ok(v, t) and _renders(v) for v in values):
+                return None
+            return In(ref, tuple(Literal(v) for v in values))
+        if isinstance(f, sds.StringStartsWith):
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not isinstance(f.value, str):
+                return None
+            return Like(ref, escape_like(f.value) + "%")
+        return None
+
+    def translate(self, filters: Sequence[sds.Filter]) -> Translation:
+        accepted, rejected, exprs = [], [], []
+        for f in filters:
+            e = self.translate_one(f)
+            if e is None:
+                rejected.append(f)
+            else:
+                accepted.append(f)
+                exprs.append(e)
+        return Translation(and_all(exprs) if exprs else None, accepted, rejected)

@@ -1,0 +1,104 @@
+"""The options of the ``lance_partitioned`` Spark source, parsed once and validated.
+
+Spark hands options over as a case-insensitive mapping of strings. Every option
+is documented here; unknown options are ignored (Spark adds some of its own).
+
+Reading and writing:
+- ``root`` or ``path``: the namespace root. ``load(root)`` / ``save(root)`` set
+  ``path``; SQL views must use ``root`` (``path`` is special in SQL).
+- ``storage.<key>``: storage options for object stores, passed to Lance.
+
+Reading:
+- ``columns``: comma-separated projection (the Python source API cannot prune columns).
+- ``version``: read an older ``__manifest`` version (a number or a tag).
+- ``batchSize``: rows per Arrow batch from Lance.
+- ``rowsPerPartition`` (default 1,048,576) and ``minPartitions`` (default 8): how
+  fragments are packed into Spark input partitions.
+- ``scanLog``: a file to which every planned scan appends one JSON line (partitions
+  scanned / total, pushed filter). The environment variable
+  ``LANCE_PARTITIONED_SCAN_LOG`` sets a default; it must be set before Spark starts.
+
+Writing:
+- ``spec``: partition spec for a namespace the write creates, Iceberg-like
+  (``"year(ts), bucket(16, id), country"``); checked against an existing namespace.
+- ``partitionOverwriteMode``: ``static`` (default; overwrite replaces everything) or
+  ``dynamic`` (overwrite replaces only the partitions the data touches).
+- ``maxBufferBytes`` (default 128 MiB per task) and ``maxRowsPerFile``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from lance_partitioned.errors import SchemaError
+from lance_partitioned.spark.planning import DEFAULT_MIN_TASKS, DEFAULT_ROWS_PER_TASK, parse_version
+
+SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
+DEFAULT_MAX_BUFFER_BYTES = 128 << 20
+DEFAULT_MAX_ROWS_PER_FILE = 1 << 20
+
+
+def _int(options: Mapping[str, str], key: str, default: int | None) -> int | None:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError as exc:
+        raise SchemaError(f"option {key!r} must be an integer, got {raw!r}") from exc
+    if value <= 0:
+        raise SchemaError(f"option {key!r} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    root: str
+    storage_options: dict[str, str] | None
+    columns: tuple[str, ...] | None
+    version: int | str | None
+    batch_size: int | None
+    rows_per_partition: int
+    min_partitions: int
+    scan_log: str | None
+    spec: str | None
+    dynamic_overwrite: bool
+    max_buffer_bytes: int
+    max_rows_per_file: int
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        options = CaseInsensitiveDict(options)
+        root = options.get("root") or options.get("path")
+        if not root:
+            raise SchemaError(
+                "lance_partitioned needs the namespace root: load(root) / save(root), "
+                "or option('root', ...) (in SQL: OPTIONS (root '...'))"
+            )
+        storage = {k[len("storage.") :]: v for k, v in options.items() if k.lower().startswith("storage.")}
+        columns = None
+        if options.get("columns"):
+            columns = tuple(c.strip() for c in str(options["columns"]).split(",") if c.strip())
+            if not columns:
+                raise SchemaError("option 'columns' is empty; omit it to read every column")
+        mode = str(options.get("partitionOverwriteMode") or "static").strip().lower()
+        if mode not in ("static", "dynamic"):
+            raise SchemaError(f"option 'partitionOverwriteMode' must be static or dynamic, got {mode!r}")
+        return cls(
+            root=str(root),
+            storage_options=storage or None,
+            columns=columns,
+            version=parse_version(options.get("version")),
+            batch_size=_int(options, "batchSize", None),
+            rows_per_partition=_int(options, "rowsPerPartition", DEFAULT_ROWS_PER_TASK) or DEFAULT_ROWS_PER_TASK,
+            min_partitions=_int(options, "minPartitions", DEFAULT_MIN_TASKS) or DEFAULT_MIN_TASKS,
+            scan_log=options.get("scanLog") or os.environ.get(SCAN_LOG_ENV) or None,
+            spec=options.get("spec"),
+            dynamic_overwrite=mode == "dynamic",
+            max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES) or DEFAULT_MAX_BUFFER_BYTES,
+            max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE) or DEFAULT_MAX_ROWS_PER_FILE,
+        )
