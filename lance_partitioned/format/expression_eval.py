@@ -58,9 +58,9 @@ def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None
     )
     if arrays is None:
         arrays = [pa.array([], type=t) for t in src_types]
-    table = pa.table({f"col{i}": arrays[i] for i in range(n)})
-    batches = table.to_batches() or [pa.RecordBatch.from_arrays([a for a in table.columns], names=table.column_names)]
-    ctx.register_record_batches("t", [batches])
+    arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    batch = pa.RecordBatch.from_arrays(list(arrays), names=[f"col{i}" for i in range(n)])
+    ctx.register_record_batches("t", [[batch]])
     return ctx
 
 

@@ -1010,7 +1010,6 @@ def quote_identifier(name: str) -> str:
 
 
 _INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 
 
@@ -1412,7 +1411,6 @@ _PA_ARITH = {
     "multiply_checked": "*",
     "divide": "/",
     "divide_checked": "/",
-    "binary_join_element_wise": None,
 }
 _PA_FUNCTIONS = {
     "utf8_lower": "lower",
@@ -1448,7 +1446,7 @@ def _pa_value_sql(n: _PaNode) -> str:
         return render_literal(_scalar_to_py(n.value))
     name = n.value
     args = n.args or []
-    if name in _PA_ARITH and _PA_ARITH[name] is not None and len(args) == 2:
+    if name in _PA_ARITH and len(args) == 2:
         return f"({_pa_value_sql(args[0])} {_PA_ARITH[name]} {_pa_value_sql(args[1])})"
     if name in ("negate", "negate_checked") and len(args) == 1:
         return f"(-{_pa_value_sql(args[0])})"

@@ -1,0 +1,283 @@
+"""The ``lance_partitioned`` Spark sink: tasks write files, the driver publishes once.
+
+Protocol (the two phases of ``operations.write`` mapped onto Spark):
+
+1. ``plan_write`` (driver, once per job) creates the namespace if the write is
+   the first (schema from the DataFrame, spec from the ``spec`` option), checks the
+   DataFrame schema against the namespace schema, and pins the ``__manifest``
+   version plus a fresh job secret into the pickled writer.
+2. ``write`` (every task) builds a ``PartitionWriter`` against that same snapshot
+   and secret, so tasks that meet the same new partition derive the same
+   location; it writes Lance data files and returns its ``WrittenFiles``. It
+   commits nothing. No rows go to the driver, only file lists.
+3. ``commit`` (driver) merges the messages and calls ``commit_write`` once: one
+   atomic ``__manifest`` commit for all partitions.
+4. ``abort`` (driver, on task or job failure) removes the files named in the
+   messages it receives, and a namespace this job created.
+
+Files that no message names are not reclaimed here: a task killed after it
+flushed files (a lost executor, speculation's losing attempt, a retried task's
+first attempt), or a task that failed inside a flush. A failing task deletes the
+files it had recorded itself before it re-raises. The rest are orphans that no
+version references and no reader sees; ``vacuum`` (issue 5) removes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from lance.fragment import FragmentMetadata
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import StructType
+
+from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
+from lance_partitioned.format.spec import parse_spec
+from lance_partitioned.namespace import PartitionedNamespace
+from lance_partitioned.operations.input import InputConformer
+from lance_partitioned.operations.write import (
+    APPEND,
+    DYNAMIC,
+    OVERWRITE,
+    PartitionWriter,
+    WrittenFiles,
+    abort_write,
+    commit_write,
+    new_job_secret,
+)
+from lance_partitioned.spark.options import SourceOptions
+from lance_partitioned.spark.types import spark_to_arrow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LanceCommitMessage(WriterCommitMessage):
+    """What one task wrote (file lists per partition); never row data."""
+
+    written: WrittenFiles
+
+
+def _local_path(uri: str) -> str | None:
+    if "://" in uri and not uri.startswith("file://"):
+        return None  # object stores: reclaimed by vacuum
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def _discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
+    """Delete the files one failed task recorded, and only those.
+
+    Never a whole directory: other tasks of the same job may be writing into
+    the same new partition directory (names are derived from the job secret).
+    """
+    for lw in written.leaves.values():
+        base = _local_path(snapshot.leaf_uri(lw.location))
+        if base is None:
+            continue
+        for frag_json in lw.fragments:
+            for f in FragmentMetadata.from_json(frag_json).files:
+                try:
+                    os.remove(os.path.join(base, "data", f.path))
+                except FileNotFoundError:
+                    pass
+        if lw.is_new:
+            for d in (os.path.join(base, "data"), base):
+                try:
+                    os.rmdir(d)  # only when empty: another task may still use it
+                except OSError:
+                    break
+
+
+def merge_messages(version: int, messages: Sequence[WriterCommitMessage | None]) -> WrittenFiles:
+    """One ``WrittenFiles`` from every task message that arrived."""
+    merged = WrittenFiles(version)
+    for m in messages:
+        if isinstance(m, LanceCommitMessage):
+            merged.merge(m.written)
+    return merged
+
+
+def _published(manifest: Manifest, written: WrittenFiles) -> bool:
+    """Whether the latest ``__manifest`` already references files of ``written``.
+
+    Guards ``abort`` against deleting a write that did get published (for
+    example when the commit worker died after committing).
+    """
+    latest = Snapshot.load(manifest)
+    if latest.version == written.snapshot_version:
+        return False
+    by_location = {leaf.location: leaf for leaf in latest.leaves()}
+    for lw in written.leaves.values():
+        leaf = by_location.get(lw.location)
+        if leaf is None:
+            continue
+        if lw.is_new:
+            return True
+        if leaf.read_version == lw.base_version:
+            continue
+        ours = {f.path for fj in lw.fragments for f in FragmentMetadata.from_json(fj).files}
+        current = {f.path for frag in latest.open_leaf(leaf).get_fragments() for f in frag.metadata.files}
+        if ours & current:
+            return True
+    return False
+
+
+class LancePartitionedWriter(DataSourceArrowWriter):
+    """Pickled from the driver to every task; holds only plain planning data."""
+
+    def __init__(
+        self,
+        opts: SourceOptions,
+        snapshot_version: int,
+        secret: bytes,
+        mode: str,
+        created_version: int | None,
+    ):
+        self.root = opts.root
+        self.storage_options = opts.storage_options
+        self.snapshot_version = snapshot_version
+        self.secret = secret
+        self.mode = mode
+        self.max_buffer_bytes = opts.max_buffer_bytes
+        self.max_rows_per_file = opts.max_rows_per_file
+        self.created_version = created_version
+
+    def _manifest(self) -> Manifest:
+        return Manifest(self.root, self.storage_options)
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot.load(self._manifest(), self.snapshot_version, for_write=True)
+
+    # -- executors ------------------------------------------------------------
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        snapshot = self._snapshot()
+        writer = PartitionWriter(
+            snapshot,
+            self.secret,
+            max_buffer_bytes=self.max_buffer_bytes,
+            max_rows_per_file=self.max_rows_per_file,
+        )
+        try:
+            for batch in iterator:
+                if batch.num_rows:
+                    writer.write(batch)
+            written = writer.finish()
+        except BaseException:
+            _discard_task_files(snapshot, writer.result)
+            raise
+        return LanceCommitMessage(written)
+
+    # -- driver -----------------------------------------------------------------
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        written = merge_messages(self.snapshot_version, messages)
+        if not written.leaves and self.mode != OVERWRITE:
+            log.info("lance_partitioned: nothing to commit to %s", self.root)
+            return
+        snapshot = commit_write(self._manifest(), self._snapshot(), written, self.mode)
+        # Nothing below may raise: Spark would call abort() on a published write.
+        try:
+            log.info(
+                "lance_partitioned: %s of %d rows into %d partitions of %s published as __manifest version %d",
+                self.mode,
+                written.rows,
+                len(written.leaves),
+                self.root,
+                snapshot.version,
+            )
+        except Exception:  # pragma: no cover - logging only
+            pass
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        manifest = self._manifest()
+        written = merge_messages(self.snapshot_version, messages)
+        try:
+            if written.leaves and _published(manifest, written):
+                log.warning("lance_partitioned: abort after a published commit; keeping the files")
+                return
+        except Exception as exc:  # cannot tell: keeping files is the safe side
+            log.warning("lance_partitioned: abort could not check the manifest (%s); keeping files", exc)
+            return
+        abort_write(self._snapshot(), written)
+        if self.created_version is not None:
+            self._drop_created_namespace(manifest)
+
+    def _drop_created_namespace(self, manifest: Manifest) -> None:
+        """Remove the namespace this job created, if nobody else has written to it since."""
+        try:
+            if manifest.dataset().version != self.created_version:
+                return
+        except Exception:
+            return
+        path = _local_path(manifest.root)
+        if path is None:
+            return
+        shutil.rmtree(_local_path(manifest.uri) or "", ignore_errors=True)
+        try:
+            os.rmdir(path)  # only when empty
+        except OSError:
+            pass
+
+
+def _incoming_arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark hands to ``write`` (per column, so errors name it)."""
+    fields = []
+    for f in schema.fields:
+        try:
+            t = to_arrow_type(f.dataType, timezone="UTC")
+        except Exception as exc:
+            raise SchemaError(f"column {f.name!r}: Spark type {f.dataType.simpleString()} cannot be written: {exc}") from exc
+        fields.append(pa.field(f.name, t, f.nullable))
+    return pa.schema(fields)
+
+
+def check_input_schema(snapshot: Snapshot, schema: StructType) -> None:
+    """Fail before any task runs when the DataFrame cannot fit the namespace.
+
+    Runs the same ``InputConformer`` tasks use on an empty batch: unknown or
+    missing non-null columns and impossible casts raise ``SchemaError`` naming
+    the column. NULLs in non-null columns can only be found per batch, in tasks.
+    """
+    InputConformer(snapshot.schema)(pa.RecordBatch.from_pylist([], schema=_incoming_arrow_schema(schema)))
+
+
+def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> LancePartitionedWriter:
+    """Driver-side planning of one write job (see the module docstring)."""
+    manifest = Manifest(opts.root, opts.storage_options)
+    created_version = None
+    if not manifest.exists():
+        arrow = spark_to_arrow(schema)
+        try:
+            ns = PartitionedNamespace.create(opts.root, arrow, opts.spec or "", opts.storage_options)
+            created_version = ns.version
+        except NamespaceExistsError:
+            pass  # created concurrently: write into it like any existing namespace
+    mode = (DYNAMIC if opts.dynamic_overwrite else OVERWRITE) if overwrite else APPEND
+    writer = LancePartitionedWriter(opts, 0, new_job_secret(), mode, created_version)
+    try:
+        snapshot = Snapshot.load(manifest, for_write=True)
+        if opts.spec and created_version is None:
+            _check_spec(opts, snapshot)
+        check_input_schema(snapshot, schema)
+    except BaseException:
+        if created_version is not None:
+            writer._drop_created_namespace(manifest)
+        raise
+    writer.snapshot_version = snapshot.version
+    return writer
+
+
+def _check_spec(opts: SourceOptions, snapshot: Snapshot) -> None:
+    current = snapshot.current_spec
+    wanted = parse_spec(opts.spec, snapshot.schema, spec_id=current.spec_id)
+    if wanted.describe(snapshot.schema) != current.describe(snapshot.schema):
+        raise SpecError(
+            f"{opts.root!r} is partitioned by {current.describe(snapshot.schema)!r}, "
+            f"but the write asks for spec {opts.spec!r}; changing the spec through Spark is not supported"
+        )
