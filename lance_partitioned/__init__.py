@@ -1,9 +1,9 @@
 """lance-partitioned: the Lance Partitioned Namespace format (seed 000) in Python.
 
-    import lance_partitioned as lp
-    ns = lp.create("/data/events", schema, "year(event_date), country")
-    ns.append(table)
-    ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
+import lance_partitioned as lp
+ns = lp.create("/data/events", schema, "year(event_date), country")
+ns.append(table)
+ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 """
 
 from lance_partitioned.errors import (

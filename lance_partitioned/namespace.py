@@ -47,7 +47,9 @@ def to_schema(schema: SchemaLike) -> Schema:
         return Schema.from_arrow(schema)
     if isinstance(schema, (str, dict)):
         return Schema.from_json(schema)
-    raise SchemaError(f"expected a pyarrow Schema or JsonArrowSchema JSON, got {type(schema).__name__}")
+    raise SchemaError(
+        f"expected a pyarrow Schema or JsonArrowSchema JSON, got {type(schema).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,9 @@ class PartitionedNamespace:
         progress: Callable[[int], None] | None = None,
     ) -> WriteResult:
         if self._pinned:
-            raise SchemaError("this handle is pinned to an old version; use refresh() before writing")
+            raise SchemaError(
+                "this handle is pinned to an old version; use refresh() before writing"
+            )
         snapshot = Snapshot.load(self._manifest, for_write=True)
         writer = PartitionWriter(
             snapshot,
@@ -231,7 +235,10 @@ class PartitionedNamespace:
             row: dict[str, Any] = {
                 "object_id": leaf.object_id,
                 "spec_id": leaf.spec_id,
-                "partition": {f.field_id: format_partition_value(v) for f, v in zip(spec.fields, leaf.values, strict=True)},
+                "partition": {
+                    f.field_id: format_partition_value(v)
+                    for f, v in zip(spec.fields, leaf.values, strict=True)
+                },
                 "location": leaf.location,
                 "read_version": leaf.read_version,
             }
@@ -260,7 +267,10 @@ class PartitionedNamespace:
     def describe(self) -> str:
         """Schema, every spec version, and partitions with values and row counts."""
         snap = self._snapshot
-        lines = [f"Partitioned namespace {self.root} (__manifest version {snap.version})", "Schema:"]
+        lines = [
+            f"Partitioned namespace {self.root} (__manifest version {snap.version})",
+            "Schema:",
+        ]
         for f in snap.schema.arrow:
             fid = (f.metadata or {}).get(b"lance:field_id", b"?").decode()
             lines.append(f"  {fid:>3}  {f.name}: {f.type}{'' if f.nullable else ' NOT NULL'}")
@@ -272,19 +282,28 @@ class PartitionedNamespace:
         lines.append(f"Partitions: {parts.num_rows}")
         for row in parts.to_pylist():
             vals = ", ".join(f"{k}={v}" for k, v in (row.get("partition") or {}).items())
-            lines.append(f"  v{row['spec_id']} {vals or '(unpartitioned)'}: {row['rows']} rows @ version {row['read_version']}")
+            lines.append(
+                f"  v{row['spec_id']} {vals or '(unpartitioned)'}: {row['rows']} rows @ version {row['read_version']}"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"PartitionedNamespace({self.root!r}, version={self.version}, spec={self.spec.describe(self.schema)!r})"
 
 
-def create(root: str, schema: SchemaLike, spec: SpecLike = "", storage_options: dict[str, str] | None = None) -> PartitionedNamespace:
+def create(
+    root: str,
+    schema: SchemaLike,
+    spec: SpecLike = "",
+    storage_options: dict[str, str] | None = None,
+) -> PartitionedNamespace:
     """Create a partitioned namespace at ``root`` (see ``PartitionedNamespace.create``)."""
     return PartitionedNamespace.create(root, schema, spec, storage_options)
 
 
-def open(root: str, version: int | str | None = None, storage_options: dict[str, str] | None = None) -> PartitionedNamespace:  # noqa: A001
+def open(
+    root: str, version: int | str | None = None, storage_options: dict[str, str] | None = None
+) -> PartitionedNamespace:  # noqa: A001
     """Open the partitioned namespace at ``root`` (see ``PartitionedNamespace.open``)."""
     return PartitionedNamespace.open(root, version, storage_options)
 

@@ -50,7 +50,12 @@ def with_column(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
 
 def test_type_mismatch_names_the_column(ns):
     bad = with_column(make_events(5), "id", pa.array(["a", "b", "c", "d", "e"]))
-    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'id': cannot write string into the namespace type int64")
+    unchanged(
+        ns,
+        lambda: ns.append(bad),
+        lp.SchemaError,
+        "column 'id': cannot write string into the namespace type int64",
+    )
 
 
 def test_impossible_date_cast(ns):
@@ -66,7 +71,12 @@ def test_lossy_numeric_cast_is_refused(ns):
 
 def test_null_in_non_null_column(ns):
     bad = with_column(make_events(3), "id", pa.array([1, None, 3], pa.int64()))
-    unchanged(ns, lambda: ns.append(bad), lp.SchemaError, "column 'id' is not nullable but the input has 1 NULL")
+    unchanged(
+        ns,
+        lambda: ns.append(bad),
+        lp.SchemaError,
+        "column 'id' is not nullable but the input has 1 NULL",
+    )
 
 
 def test_extra_column(ns):
@@ -89,13 +99,17 @@ def test_failure_midway_reclaims_files(ns):
         # new partitions were already written to disk by now
         raise RuntimeError("upstream source failed")
 
-    unchanged(ns, lambda: ns.append(gen(), max_buffer_bytes=1), RuntimeError, "upstream source failed")
+    unchanged(
+        ns, lambda: ns.append(gen(), max_buffer_bytes=1), RuntimeError, "upstream source failed"
+    )
 
 
 def test_later_batch_with_bad_schema_rolls_back_everything(ns):
     good = make_events(20, start_id=200).to_batches()
     bad = with_column(make_events(2), "id", pa.array([None, 1], pa.int64())).to_batches()
-    unchanged(ns, lambda: ns.append(iter(good + bad), max_buffer_bytes=1), lp.SchemaError, "not nullable")
+    unchanged(
+        ns, lambda: ns.append(iter(good + bad), max_buffer_bytes=1), lp.SchemaError, "not nullable"
+    )
 
 
 def test_unknown_filter_column(ns):
@@ -146,7 +160,9 @@ def test_special_characters_in_values_are_fine(ns):
     t = with_column(t, "country", pa.array(weird))
     ns.append(t)
     for w in weird:
-        got = ns.scan(f"country = '{w.replace(chr(39), chr(39) * 2)}'", columns=["country"]).to_arrow()
+        got = ns.scan(
+            f"country = '{w.replace(chr(39), chr(39) * 2)}'", columns=["country"]
+        ).to_arrow()
         assert got["country"].to_pylist() == [w], w
         assert len(ns.plan(f"country = '{w.replace(chr(39), chr(39) * 2)}'")) == 1
 

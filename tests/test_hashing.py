@@ -199,7 +199,7 @@ def test_vector_scalar_and_vectorised(vector):
 
 def _doc_text() -> str:
     docs = Path(__file__).resolve().parent.parent / "docs"
-    for name in ("FORMAT_HASHING.md", "FORMAT.md"):
+    for name in ("FORMAT.md",):
         path = docs / name
         if path.exists() and "hashing-test-vectors:begin" in path.read_text(encoding="utf-8"):
             return path.read_text(encoding="utf-8")

@@ -41,7 +41,9 @@ def test_directory_namespace_lists_and_describes(written):
         assert dn.list_tables(ListTablesRequest(id=["v1", a, b])).tables == ["dataset"]
         # Appendix E: each namespace shows its own level's value
         props1 = dn.describe_namespace(DescribeNamespaceRequest(id=["v1", a])).properties
-        assert props1 == {"partition.event_date_year": str(task.partition_values["event_date_year"])}
+        assert props1 == {
+            "partition.event_date_year": str(task.partition_values["event_date_year"])
+        }
         props2 = dn.describe_namespace(DescribeNamespaceRequest(id=["v1", a, b])).properties
         country = task.partition_values["country"]
         assert json.loads(json.dumps(props2)).get("partition.country") == country
@@ -74,4 +76,6 @@ def test_leaf_field_ids_match_the_namespace(written):
     ns, _ = written
     for task in ns.plan():
         fields = lance.dataset(os.path.join(ns.root, task.location)).lance_schema.fields()
-        assert {f.name(): f.id() for f in fields} == {n: ns.schema.field_id(n) for n in ns.schema.names}
+        assert {f.name(): f.id() for f in fields} == {
+            n: ns.schema.field_id(n) for n in ns.schema.names
+        }

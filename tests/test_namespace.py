@@ -54,7 +54,9 @@ def test_layout_matches_appendix_b_and_c(ns):
     rows = {r["object_id"]: r for r in manifest_rows(root)}
     assert rows["v1"]["object_type"] == "namespace"
     tables = [r for r in rows.values() if r["object_type"] == "table"]
-    namespaces = [r for r in rows.values() if r["object_type"] == "namespace" and r["object_id"] != "v1"]
+    namespaces = [
+        r for r in rows.values() if r["object_type"] == "namespace" and r["object_id"] != "v1"
+    ]
     assert {t["location"] for t in tables} == set(dirs)
     for t in tables:
         parts = t["object_id"].split("$")
@@ -71,7 +73,9 @@ def test_layout_matches_appendix_b_and_c(ns):
         assert meta["partition.event_date_year"] == str(t["partition_field_event_date_year"])
         # NULL has no key (DirectoryNamespace rejects JSON null in properties)
         assert meta.get("partition.country") == t["partition_field_country"]
-        assert json.loads(level1["metadata"]) == {"partition.event_date_year": str(t["partition_field_event_date_year"])}
+        assert json.loads(level1["metadata"]) == {
+            "partition.event_date_year": str(t["partition_field_event_date_year"])
+        }
     assert len(namespaces) == len({r["object_id"] for r in namespaces})
     schema = lance.dataset(os.path.join(root, "__manifest")).schema
     assert schema.field("read_version").type == pa.uint64()
@@ -92,7 +96,9 @@ def test_append_reuses_partitions_including_null(ns):
     assert result.new_partitions == 0
     assert ns.partitions().num_rows == parts_before
     assert {r["object_id"] for r in after} == before
-    null_tables = [r for r in after if r["object_type"] == "table" and r["partition_field_country"] is None]
+    null_tables = [
+        r for r in after if r["object_type"] == "table" and r["partition_field_country"] is None
+    ]
     assert len(null_tables) == len({r["partition_field_event_date_year"] for r in null_tables})
     assert ns.count() == 300
 
@@ -112,9 +118,17 @@ def test_overwrite_and_dynamic_overwrite(ns, events):
     fr_2025 = fr_2025.filter(pc.equal(fr_2025["country"], "FR"))
     ns.overwrite(fr_2025, dynamic=True)
     got = ns.scan().to_arrow()
-    keys = lambda t: {(d.year, c) for d, c in zip(t["event_date"].to_pylist(), t["country"].to_pylist(), strict=True)}  # noqa: E731
+
+    def keys(t):
+        return {
+            (d.year, c)
+            for d, c in zip(t["event_date"].to_pylist(), t["country"].to_pylist(), strict=True)
+        }
+
     replaced = keys(fr_2025)
-    expected = [r for r in events.to_pylist() if (r["event_date"].year, r["country"]) not in replaced]
+    expected = [
+        r for r in events.to_pylist() if (r["event_date"].year, r["country"]) not in replaced
+    ]
     expected += fr_2025.to_pylist()
     assert rows_of(got) == rows_of(pa.Table.from_pylist(expected, schema=EVENTS_SCHEMA))
     ns.overwrite(fr_2025)
@@ -134,7 +148,9 @@ def test_time_travel_by_manifest_version(ns, events):
 
 def test_appendix_d_pruning_one_spec(ns):
     plan = ns.plan("event_date = '2025-12-10' AND country = 'US'")
-    assert [(p.partition_values["event_date_year"], p.partition_values["country"]) for p in plan] == [(2025, "US")]
+    assert [
+        (p.partition_values["event_date_year"], p.partition_values["country"]) for p in plan
+    ] == [(2025, "US")]
     got = ns.scan("event_date = DATE '2025-12-10' AND country = 'US'").to_arrow()
     assert all(d == dt.date(2025, 12, 10) for d in got["event_date"].to_pylist())
 
@@ -153,7 +169,9 @@ def test_open_errors(tmp_path):
         lp.open(str(tmp_path / "nothing"))
     from lance.namespace import CreateNamespaceRequest, DirectoryNamespace
 
-    DirectoryNamespace(root=str(tmp_path / "plain")).create_namespace(CreateNamespaceRequest(id=["a"]))
+    DirectoryNamespace(root=str(tmp_path / "plain")).create_namespace(
+        CreateNamespaceRequest(id=["a"])
+    )
     with pytest.raises(lp.NotAPartitionedNamespaceError, match="not a partitioned namespace"):
         lp.open(str(tmp_path / "plain"))
     ns = lp.create(str(tmp_path / "x"), EVENTS_SCHEMA, "country")

@@ -12,7 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lance_partitioned as lp
-from lance_partitioned.format.expressions import And, Compare, Expr, In, IsNull, Like, Literal, Not, Or, Ref
+from lance_partitioned.format.expressions import (
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Or,
+    Ref,
+)
 from lance_partitioned.format.sql import to_pyarrow, to_sql
 from lance_partitioned.operations.pruning import bind
 
@@ -35,7 +46,9 @@ stamps = st.one_of(
         lambda x: x.replace(microsecond=0, tzinfo=UTC)
     ),
 )
-strings = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "abc", "abd", "b", "ba", "Zz", "é", "a%", "日本"]))
+strings = st.one_of(
+    st.none(), st.sampled_from(["", "a", "ab", "abc", "abd", "b", "ba", "Zz", "é", "a%", "日本"])
+)
 
 row = st.fixed_dictionaries({"i": ints, "j": ints, "d": dates, "ts": stamps, "s": strings})
 
@@ -98,14 +111,22 @@ def predicates(draw, columns: list[str], depth: int = 0) -> Expr:
     kind = draw(st.sampled_from(kinds if depth < 2 else ["cmp", "cmp", "in", "null"]))
     col = draw(st.sampled_from(columns * 3 + ALL_COLUMNS))
     if kind == "cmp":
-        return Compare(draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="])), Ref(col), Literal(draw(literal_for(col))))
+        return Compare(
+            draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="])),
+            Ref(col),
+            Literal(draw(literal_for(col))),
+        )
     if kind == "in":
         vals = draw(st.lists(literal_for(col), min_size=1, max_size=4))
         return In(Ref(col), tuple(Literal(v) for v in vals), draw(st.booleans()))
     if kind == "null":
         return IsNull(Ref(col), draw(st.booleans()))
     if kind == "like":
-        return Like(Ref("s"), draw(st.sampled_from(["a%", "ab%", "abc%", "%b", "b%", "é%", "_b%"])), draw(st.booleans()))
+        return Like(
+            Ref("s"),
+            draw(st.sampled_from(["a%", "ab%", "abc%", "%b", "b%", "é%", "_b%"])),
+            draw(st.booleans()),
+        )
     if kind == "not":
         return Not(draw(predicates(columns, depth + 1)))
     left, right = draw(predicates(columns, depth + 1)), draw(predicates(columns, depth + 1))
@@ -119,7 +140,11 @@ def multiset(t: pa.Table) -> Counter:
     return Counter(zip(*[t.column(c).to_pylist() for c in SCHEMA.names], strict=True))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(rows=st.lists(row, min_size=15, max_size=60), spec=specs(), data=st.data())
 def test_pruned_scan_equals_filtered_data(tmp_path, rows, spec, data):
     flt = data.draw(predicates(spec_columns(spec)), label="filter")

@@ -70,11 +70,15 @@ def check(ns: lp.PartitionedNamespace, table: pa.Table, flt: str) -> set[tuple]:
     # partitions that hold matching rows must all be selected
     bound_sql = ns.scan(flt).sql
     for task in ns.plan():
-        leaf_rows = ns.snapshot.open_leaf(next(x for x in ns.snapshot.leaves() if x.object_id == task.object_id))
+        leaf_rows = ns.snapshot.open_leaf(
+            next(x for x in ns.snapshot.leaves() if x.object_id == task.object_id)
+        )
         if leaf_rows.count_rows(filter=bound_sql) > 0:
             assert key_of(task) in selected, (flt, key_of(task))
     got = ns.scan(flt).to_arrow()
-    assert sorted(got["id"].to_pylist(), key=str) == sorted(expected_rows["id"].to_pylist(), key=str)
+    assert sorted(got["id"].to_pylist(), key=str) == sorted(
+        expected_rows["id"].to_pylist(), key=str
+    )
     assert selected <= everything
     return selected
 
@@ -107,7 +111,10 @@ def test_year_month_hierarchy_range(by_year_month, table):
 def test_time_equality_and_in(by_year_month, table):
     assert check(by_year_month, table, "d = '2023-02-05'") == {(2023, 2)}
     assert check(by_year_month, table, "d IN ('2023-02-05', '2024-07-04')") <= {
-        (2023, 2), (2023, 7), (2024, 2), (2024, 7)
+        (2023, 2),
+        (2023, 7),
+        (2024, 2),
+        (2024, 7),
     }
 
 
@@ -121,16 +128,27 @@ def test_month_alone_does_not_prune_ranges(tmp_path_factory, table):
 
 def test_day_and_hour_hierarchy(tmp_path_factory, table):
     ns = make_ns(tmp_path_factory, "year(ts), month(ts), day(ts), hour(ts)", table)
-    sel = check(ns, table, "ts >= TIMESTAMP '2025-01-03 10:00:00+00:00' AND ts < TIMESTAMP '2025-01-04 00:00:00+00:00'")
+    sel = check(
+        ns,
+        table,
+        "ts >= TIMESTAMP '2025-01-03 10:00:00+00:00' AND ts < TIMESTAMP '2025-01-04 00:00:00+00:00'",
+    )
     assert sel and all((k[0], k[1], k[2]) == (2025, 1, 3) and k[3] >= 10 for k in sel)
     # naive literals on a UTC column are read as UTC
     assert check(ns, table, "ts = '2025-01-02 04:00:00'") == {(2025, 1, 2, 4)}
 
 
 def test_hour_is_evaluated_in_utc(tmp_path):
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="America/New_York"))])
+    schema = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="America/New_York"))]
+    )
     t = pa.table(
-        {"id": [1], "ts": pa.array([dt.datetime(2025, 1, 1, 23, 30, tzinfo=UTC)], pa.timestamp("us", tz="UTC"))}
+        {
+            "id": [1],
+            "ts": pa.array(
+                [dt.datetime(2025, 1, 1, 23, 30, tzinfo=UTC)], pa.timestamp("us", tz="UTC")
+            ),
+        }
     ).cast(schema)
     ns = lp.create(str(tmp_path / "tz"), schema, "day(ts), hour(ts)")
     ns.append(t)
@@ -183,19 +201,29 @@ def test_identity_operators(tmp_path_factory, table):
     assert check(ns, table, "name = 'apple'") == {("apple",)}
     assert check(ns, table, "name != 'apple'") == everything - {("apple",), (None,)}
     assert check(ns, table, "name IN ('apple', 'ap')") == {("apple",), ("ap",)}
-    assert check(ns, table, "name NOT IN ('apple', 'ap')") == everything - {("apple",), ("ap",), (None,)}
+    assert check(ns, table, "name NOT IN ('apple', 'ap')") == everything - {
+        ("apple",),
+        ("ap",),
+        (None,),
+    }
     assert check(ns, table, "name IS NULL") == {(None,)}
     assert check(ns, table, "name IS NOT NULL") == everything - {(None,)}
     assert check(ns, table, "name > 'b' AND name < 'c'") == {("banana",), ("blueberry",)}
     assert check(ns, table, "name LIKE 'a\\%b%'") <= everything
-    assert check(ns, table, "NOT (name = 'apple' OR name IS NULL)") == everything - {("apple",), (None,)}
+    assert check(ns, table, "NOT (name = 'apple' OR name IS NULL)") == everything - {
+        ("apple",),
+        (None,),
+    }
     assert check(ns, table, "name = 'apple' OR name = 'cherry'") == {("apple",), ("cherry",)}
     # an OR with an unprunable side prunes nothing
     assert check(ns, table, "name = 'apple' OR id = 3") == everything
     # opaque predicates still filter rows exactly
     with pytest.raises(NotImplementedError):  # the oracle cannot evaluate it; the scan can
         check(ns, table, "lower(name) = 'apple'")
-    assert ns.scan("lower(name) = 'apple'").count() == table.filter(pa.compute.equal(table["name"], "apple")).num_rows
+    assert (
+        ns.scan("lower(name) = 'apple'").count()
+        == table.filter(pa.compute.equal(table["name"], "apple")).num_rows
+    )
 
 
 def test_pruning_with_two_spec_fields_and_residual(by_year_month, table):

@@ -42,9 +42,24 @@ APPENDIX_A = {
     },
     "schema": {
         "fields": [
-            {"name": "id", "nullable": False, "type": {"type": "int64"}, "metadata": {"lance:field_id": "0"}},
-            {"name": "event_date", "nullable": True, "type": {"type": "date32"}, "metadata": {"lance:field_id": "1"}},
-            {"name": "country", "nullable": True, "type": {"type": "utf8"}, "metadata": {"lance:field_id": "2"}},
+            {
+                "name": "id",
+                "nullable": False,
+                "type": {"type": "int64"},
+                "metadata": {"lance:field_id": "0"},
+            },
+            {
+                "name": "event_date",
+                "nullable": True,
+                "type": {"type": "date32"},
+                "metadata": {"lance:field_id": "1"},
+            },
+            {
+                "name": "country",
+                "nullable": True,
+                "type": {"type": "utf8"},
+                "metadata": {"lance:field_id": "2"},
+            },
         ]
     },
 }
@@ -75,9 +90,14 @@ def test_appendix_a_round_trips_exactly():
         assert spec.to_json() == APPENDIX_A[key]
         assert spec.key == key
     assert schema.to_json()["fields"] == APPENDIX_A["schema"]["fields"]
-    v1, v2 = (PartitionSpec.from_json(APPENDIX_A[k]) for k in ("partition_spec_v1", "partition_spec_v2"))
+    v1, v2 = (
+        PartitionSpec.from_json(APPENDIX_A[k]) for k in ("partition_spec_v1", "partition_spec_v2")
+    )
     check_field_ids([v1, v2])
-    assert [f.column for f in v2.fields] == ["partition_field_event_year", "partition_field_country"]
+    assert [f.column for f in v2.fields] == [
+        "partition_field_event_year",
+        "partition_field_country",
+    ]
 
 
 def test_field_ids_assigned_depth_first():
@@ -86,7 +106,16 @@ def test_field_ids_assigned_depth_first():
             [
                 pa.field("a", pa.int32()),
                 pa.field("b", pa.int32()),
-                pa.field("c", pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.int32()), pa.field("z", pa.int32())])),
+                pa.field(
+                    "c",
+                    pa.struct(
+                        [
+                            pa.field("x", pa.int32()),
+                            pa.field("y", pa.int32()),
+                            pa.field("z", pa.int32()),
+                        ]
+                    ),
+                ),
                 pa.field("d", pa.int32()),
             ]
         )
@@ -127,7 +156,12 @@ def test_evolution_reuses_field_ids(schema):
 
 
 def _field(**kw):
-    base = {"field_id": "f", "source_ids": [0], "transform": {"type": "identity"}, "result_type": {"type": "int64"}}
+    base = {
+        "field_id": "f",
+        "source_ids": [0],
+        "transform": {"type": "identity"},
+        "result_type": {"type": "int64"},
+    }
     base.update(kw)
     return {k: v for k, v in base.items() if v is not None}
 
@@ -138,14 +172,35 @@ def _field(**kw):
         (_field(expression="col0"), "exactly one of transform or expression"),
         (_field(transform=None), "exactly one of transform or expression"),
         (_field(source_ids=[99]), "source id 99 is not a field id"),
-        (_field(transform={"type": "bucket", "num_buckets": 0}, result_type={"type": "int32"}), "num_buckets must be a positive integer"),
-        (_field(transform={"type": "bucket", "num_buckets": -3}, result_type={"type": "int32"}), "num_buckets must be a positive integer"),
+        (
+            _field(transform={"type": "bucket", "num_buckets": 0}, result_type={"type": "int32"}),
+            "num_buckets must be a positive integer",
+        ),
+        (
+            _field(transform={"type": "bucket", "num_buckets": -3}, result_type={"type": "int32"}),
+            "num_buckets must be a positive integer",
+        ),
         (_field(transform={"type": "truncate", "width": 0}), "width must be a positive integer"),
-        (_field(transform={"type": "year"}, source_ids=[1], result_type={"type": "utf8"}), "result_type string does not fit year"),
-        (_field(transform={"type": "bucket", "num_buckets": 4}, result_type={"type": "int64"}), "does not fit bucket"),
-        (_field(transform={"type": "identity"}, result_type={"type": "int32"}), "does not fit identity"),
-        (_field(transform={"type": "hour"}, source_ids=[1], result_type={"type": "int32"}), "hour needs a timestamp"),
-        (_field(transform={"type": "year"}, source_ids=[0], result_type={"type": "int32"}), "year needs a date or timestamp"),
+        (
+            _field(transform={"type": "year"}, source_ids=[1], result_type={"type": "utf8"}),
+            "result_type string does not fit year",
+        ),
+        (
+            _field(transform={"type": "bucket", "num_buckets": 4}, result_type={"type": "int64"}),
+            "does not fit bucket",
+        ),
+        (
+            _field(transform={"type": "identity"}, result_type={"type": "int32"}),
+            "does not fit identity",
+        ),
+        (
+            _field(transform={"type": "hour"}, source_ids=[1], result_type={"type": "int32"}),
+            "hour needs a timestamp",
+        ),
+        (
+            _field(transform={"type": "year"}, source_ids=[0], result_type={"type": "int32"}),
+            "year needs a date or timestamp",
+        ),
         (_field(transform={"type": "zorder"}), "unknown transform type 'zorder'"),
         (_field(transform={"type": "bucket"}, result_type={"type": "int32"}), "needs num_buckets"),
         (_field(field_id="bad id!"), "field_id must be"),

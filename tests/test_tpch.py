@@ -39,7 +39,9 @@ def q6_reference(lineitem: pa.Table) -> Decimal:
 @pytest.fixture(scope="module")
 def lineitem_ns(tmp_path_factory, lineitem):
     root = str(tmp_path_factory.mktemp("tpch") / "lineitem")
-    ns = lp.create(root, lineitem.schema, "year(l_shipdate), month(l_shipdate), bucket(8, l_orderkey)")
+    ns = lp.create(
+        root, lineitem.schema, "year(l_shipdate), month(l_shipdate), bucket(8, l_orderkey)"
+    )
     ns.append(lineitem)
     return ns
 
@@ -47,7 +49,9 @@ def lineitem_ns(tmp_path_factory, lineitem):
 def test_lineitem_round_trip(lineitem_ns, lineitem):
     assert lineitem_ns.count() == lineitem.num_rows
     got = lineitem_ns.scan(columns=["l_orderkey", "l_linenumber"]).to_arrow()
-    assert sorted(zip(got["l_orderkey"].to_pylist(), got["l_linenumber"].to_pylist(), strict=True)) == sorted(
+    assert sorted(
+        zip(got["l_orderkey"].to_pylist(), got["l_linenumber"].to_pylist(), strict=True)
+    ) == sorted(
         zip(lineitem["l_orderkey"].to_pylist(), lineitem["l_linenumber"].to_pylist(), strict=True)
     )
 
@@ -75,7 +79,8 @@ def test_pyarrow_expression_filter(lineitem_ns, lineitem):
         pc.field("l_shipdate") < pa.scalar(dt.date(1995, 7, 1))
     )
     scan = lineitem_ns.scan(expr)
-    assert {(t.partition_values["l_shipdate_year"], t.partition_values["l_shipdate_month"]) for t in scan.plan()} == {
-        (1995, 6)
-    }
+    assert {
+        (t.partition_values["l_shipdate_year"], t.partition_values["l_shipdate_month"])
+        for t in scan.plan()
+    } == {(1995, 6)}
     assert scan.count() == lineitem.filter(expr).num_rows

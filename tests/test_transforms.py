@@ -52,8 +52,13 @@ def test_transform_vectors(transform, typ, value, expected):
 
 def test_bucket_is_type_promotion_resistant():
     for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint32(), pa.uint64()):
-        assert Bucket(16).apply([pa.array([5], t)]).to_pylist() == Bucket(16).apply([pa.array([5], pa.int64())]).to_pylist()
-    assert Bucket(7).apply([pa.array([1.5], pa.float32())]) == Bucket(7).apply([pa.array([1.5], pa.float64())])
+        assert (
+            Bucket(16).apply([pa.array([5], t)]).to_pylist()
+            == Bucket(16).apply([pa.array([5], pa.int64())]).to_pylist()
+        )
+    assert Bucket(7).apply([pa.array([1.5], pa.float32())]) == Bucket(7).apply(
+        [pa.array([1.5], pa.float64())]
+    )
     same_instant = [
         pa.array([dt.datetime(2020, 1, 1, 12)], pa.timestamp(u)) for u in ("s", "ms", "us", "ns")
     ]

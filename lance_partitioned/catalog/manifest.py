@@ -12,6 +12,7 @@ same rows meanwhile, Lance refuses it and we raise ``CommitConflictError``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -95,7 +96,9 @@ class Manifest:
         """The ``__manifest`` dataset at ``version`` (latest when None)."""
         return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
 
-    def open_checked(self, version: int | str | None = None, for_write: bool = False) -> lance.LanceDataset:
+    def open_checked(
+        self, version: int | str | None = None, for_write: bool = False
+    ) -> lance.LanceDataset:
         """Open, and refuse non-partitioned namespaces and unknown feature flags."""
         if not self._local_exists():
             raise NotAPartitionedNamespaceError(
@@ -136,7 +139,9 @@ class Manifest:
         return os.path.isdir(os.path.join(path, "_versions"))
 
     # -- creation -----------------------------------------------------------
-    def create(self, metadata: dict[str, str], partition_fields: Sequence[pa.Field]) -> lance.LanceDataset:
+    def create(
+        self, metadata: dict[str, str], partition_fields: Sequence[pa.Field]
+    ) -> lance.LanceDataset:
         """Create an empty ``__manifest`` with our columns, then write the root metadata."""
         schema = manifest_schema(partition_fields)
         ds = lance.write_dataset(
@@ -170,13 +175,14 @@ class Manifest:
         Raises CommitConflictError when a concurrent commit touched the same rows.
         """
         schema = base.schema
-        if upserts is None:
-            upserts = schema.empty_table()
-        else:
-            upserts = conform(upserts, schema)
-        builder = base.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
+        upserts = schema.empty_table() if upserts is None else conform(upserts, schema)
+        builder = (
+            base.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
+        )
         if delete_ids:
-            builder = builder.when_not_matched_by_source_delete(_sql_in("object_id", list(delete_ids)))
+            builder = builder.when_not_matched_by_source_delete(
+                _sql_in("object_id", list(delete_ids))
+            )
         txn, _ = builder.execute_uncommitted(upserts)
         try:
             return lance.LanceDataset.commit(
@@ -201,16 +207,18 @@ class Manifest:
             return  # object stores: vacuum reclaims them
         root = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
         op = txn.operation
-        paths = [os.path.join(root, "data", f.path) for frag in getattr(op, "new_fragments", []) for f in frag.files]
+        paths = [
+            os.path.join(root, "data", f.path)
+            for frag in getattr(op, "new_fragments", [])
+            for f in frag.files
+        ]
         for frag in getattr(op, "updated_fragments", []):
             dfile = frag.deletion_file
             if dfile is not None and dfile.read_version == base_version:
                 paths.append(os.path.join(root, dfile.path(frag.id)))
         for path in paths:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
-            except FileNotFoundError:
-                pass
 
     def add_partition_columns(self, fields: Sequence[pa.Field]) -> lance.LanceDataset:
         """Add nullable ``partition_field_*`` columns (all NULL for existing rows)."""
@@ -223,7 +231,9 @@ class Manifest:
 
 def manifest_schema(partition_fields: Sequence[pa.Field]) -> pa.Schema:
     """The full ``__manifest`` Arrow schema for the given partition columns."""
-    return pa.schema([*BASE_FIELDS, *READ_FIELDS, *[pa.field(f.name, f.type, True) for f in partition_fields]])
+    return pa.schema(
+        [*BASE_FIELDS, *READ_FIELDS, *[pa.field(f.name, f.type, True) for f in partition_fields]]
+    )
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

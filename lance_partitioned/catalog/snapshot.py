@@ -51,7 +51,11 @@ def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> Any:
     """Inverse of ``format_partition_value`` for one Arrow type."""
     if text is None:
         return None
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type) or pa.types.is_fixed_size_binary(arrow_type):
+    if (
+        pa.types.is_binary(arrow_type)
+        or pa.types.is_large_binary(arrow_type)
+        or pa.types.is_fixed_size_binary(arrow_type)
+    ):
         return bytes.fromhex(text)
     if pa.types.is_boolean(arrow_type):
         return text == "true"
@@ -77,7 +81,11 @@ class Leaf:
         if self.read_tag is not None:
             return self.read_tag
         if self.read_branch is not None:
-            return (self.read_branch, self.read_version) if self.read_version is not None else (self.read_branch, None)
+            return (
+                (self.read_branch, self.read_version)
+                if self.read_version is not None
+                else (self.read_branch, None)
+            )
         return self.read_version
 
 
@@ -92,7 +100,9 @@ class Snapshot:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, manifest: Manifest, version: int | str | None = None, for_write: bool = False) -> Snapshot:
+    def load(
+        cls, manifest: Manifest, version: int | str | None = None, for_write: bool = False
+    ) -> Snapshot:
         ds = manifest.open_checked(version, for_write=for_write)
         meta = ds.metadata
         if SCHEMA_KEY not in meta:
@@ -112,7 +122,9 @@ class Snapshot:
             except SpecError as exc:
                 raise SpecError(f"{key} of {manifest.root!r} is invalid: {exc}") from exc
             if spec.spec_id != int(suffix):
-                raise SpecError(f"{key} of {manifest.root!r} has id {spec.spec_id}, expected {suffix}")
+                raise SpecError(
+                    f"{key} of {manifest.root!r} has id {spec.spec_id}, expected {suffix}"
+                )
             specs[spec.spec_id] = spec
         check_field_ids(specs.values())
         return cls(manifest, ds, schema, specs)
@@ -137,7 +149,14 @@ class Snapshot:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
         cond = "object_type = 'table'" + (f" AND ({filter})" if filter else "")
         spec_cols = {f.column for s in self.specs.values() for f in s.fields}
-        cols = ["object_id", "location", "read_version", "read_branch", "read_tag", *sorted(spec_cols)]
+        cols = [
+            "object_id",
+            "location",
+            "read_version",
+            "read_branch",
+            "read_tag",
+            *sorted(spec_cols),
+        ]
         rows = self.dataset.to_table(columns=cols, filter=cond)
         return self._to_leaves(rows)
 
@@ -174,12 +193,18 @@ class Snapshot:
         return open_leaf_dataset(self.leaf_uri(leaf.location), leaf, self.manifest.storage_options)
 
 
-def open_leaf_dataset(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> lance.LanceDataset:
+def open_leaf_dataset(
+    uri: str, leaf: Leaf, storage_options: dict[str, str] | None
+) -> lance.LanceDataset:
     ref = leaf.version_ref()
     if isinstance(ref, tuple):
         branch, version = ref
         ds = lance.dataset(uri, storage_options=storage_options)
-        return ds.checkout_version((branch, version)) if version is not None else ds.checkout_version(branch)
+        return (
+            ds.checkout_version((branch, version))
+            if version is not None
+            else ds.checkout_version(branch)
+        )
     return lance.dataset(uri, version=ref, storage_options=storage_options)
 
 

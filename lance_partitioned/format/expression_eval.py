@@ -27,8 +27,20 @@ def _kind(t: pa.DataType) -> str:
         ("integer", pa.types.is_integer),
         ("floating", pa.types.is_floating),
         ("decimal", pa.types.is_decimal),
-        ("string", lambda x: pa.types.is_string(x) or pa.types.is_large_string(x) or pa.types.is_string_view(x)),
-        ("binary", lambda x: pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x)),
+        (
+            "string",
+            lambda x: (
+                pa.types.is_string(x) or pa.types.is_large_string(x) or pa.types.is_string_view(x)
+            ),
+        ),
+        (
+            "binary",
+            lambda x: (
+                pa.types.is_binary(x)
+                or pa.types.is_large_binary(x)
+                or pa.types.is_fixed_size_binary(x)
+            ),
+        ),
         ("boolean", pa.types.is_boolean),
         ("date", pa.types.is_date),
         ("timestamp", pa.types.is_timestamp),
@@ -80,7 +92,9 @@ def validate_expression(field: PartitionField, src_types: Sequence[pa.DataType])
         plan_text = repr(df.logical_plan()) + str(df.optimized_logical_plan())
         out_type = df.schema().field("v").type
     except Exception as exc:
-        raise SpecError(f"partition field {field.field_id!r}: invalid expression {expr!r}: {exc}") from exc
+        raise SpecError(
+            f"partition field {field.field_id!r}: invalid expression {expr!r}: {exc}"
+        ) from exc
     if re.search(r"volatility:\s*(Volatile|Stable)", plan_text):
         raise SpecError(
             f"partition field {field.field_id!r}: expression {expr!r} is not deterministic "

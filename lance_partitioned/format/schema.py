@@ -31,7 +31,9 @@ def _field_id(field: pa.Field) -> int | None:
     try:
         return int(raw)
     except ValueError as exc:
-        raise SchemaError(f"field {field.name!r} has a non-integer {FIELD_ID_KEY}: {raw!r}") from exc
+        raise SchemaError(
+            f"field {field.name!r} has a non-integer {FIELD_ID_KEY}: {raw!r}"
+        ) from exc
 
 
 def _with_id(field: pa.Field, field_id: int) -> pa.Field:

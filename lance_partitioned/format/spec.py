@@ -53,9 +53,7 @@ def _widens_to(src: pa.DataType, dst: pa.DataType) -> bool:
         return dst.scale == src.scale and dst.precision >= src.precision
     if t.is_string(src) and (t.is_large_string(dst) or t.is_string_view(dst)):
         return True
-    if t.is_binary(src) and (t.is_large_binary(dst) or t.is_binary_view(dst)):
-        return True
-    return False
+    return bool(t.is_binary(src) and (t.is_large_binary(dst) or t.is_binary_view(dst)))
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,9 @@ class PartitionField:
         if self.expression is not None and (
             not isinstance(self.expression, str) or not self.expression.strip()
         ):
-            raise SpecError(f"partition field {self.field_id!r}: expression must be a non-empty string")
+            raise SpecError(
+                f"partition field {self.field_id!r}: expression must be a non-empty string"
+            )
 
     # -- JSON ---------------------------------------------------------------
     @classmethod
@@ -99,7 +99,9 @@ class PartitionField:
             raise SpecError(f"partition field {obj} is missing {missing}")
         extra = set(obj) - {"field_id", "source_ids", "transform", "expression", "result_type"}
         if extra:
-            raise SpecError(f"partition field {obj.get('field_id')!r} has unknown keys {sorted(extra)}")
+            raise SpecError(
+                f"partition field {obj.get('field_id')!r} has unknown keys {sorted(extra)}"
+            )
         if not isinstance(obj["source_ids"], list):
             raise SpecError(f"partition field {obj['field_id']!r}: source_ids must be a JSON array")
         has_t, has_e = obj.get("transform") is not None, obj.get("expression") is not None
@@ -156,7 +158,11 @@ class PartitionField:
             # identity/truncate keep the source type, which may since have been
             # widened; every other transform is int32 by definition.
             keeps_source = isinstance(self.transform, (Identity, Truncate))
-            fits = _widens_to(natural, self.result_type) if keeps_source else natural.equals(self.result_type)
+            fits = (
+                _widens_to(natural, self.result_type)
+                if keeps_source
+                else natural.equals(self.result_type)
+            )
             if not fits:
                 raise SpecError(
                     f"partition field {self.field_id!r}: result_type {self.result_type} does not fit "
@@ -326,7 +332,9 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
     while pos < len(text):
         m = _TOKEN_RE.match(text, pos)
         if not m or m.end() == pos:
-            raise SpecError(f"cannot parse partition spec {text!r} at position {pos}: {text[pos:]!r}")
+            raise SpecError(
+                f"cannot parse partition spec {text!r} at position {pos}: {text[pos:]!r}"
+            )
         pos = m.end()
         if m.group("num") is not None:
             out.append(("num", int(m.group("num"))))
@@ -372,7 +380,9 @@ def _split_terms(tokens: list[tuple[str, Any]], text: str) -> list[list[tuple[st
     return terms
 
 
-def _parse_term(term: list[tuple[str, Any]], schema: Schema, text: str) -> tuple[Transform, list[str], str | None]:
+def _parse_term(
+    term: list[tuple[str, Any]], schema: Schema, text: str
+) -> tuple[Transform, list[str], str | None]:
     alias = None
     if len(term) >= 3 and term[-2][0] == "ident" and term[-2][1].lower() == "as":
         if term[-1][0] not in ("ident", "quoted"):
@@ -381,7 +391,12 @@ def _parse_term(term: list[tuple[str, Any]], schema: Schema, text: str) -> tuple
         term = term[:-2]
     if len(term) == 1 and term[0][0] in ("ident", "quoted"):
         return parse_transform_call("identity", []), [term[0][1]], alias
-    if len(term) < 3 or term[0][0] != "ident" or term[1] != ("punct", "(") or term[-1] != ("punct", ")"):
+    if (
+        len(term) < 3
+        or term[0][0] != "ident"
+        or term[1] != ("punct", "(")
+        or term[-1] != ("punct", ")")
+    ):
         raise SpecError(
             f"cannot parse partition term {' '.join(str(v) for _, v in term)!r} in {text!r}; "
             "expected a column, or transform(args) such as year(ts), bucket(16, id), truncate(4, name)"
@@ -414,9 +429,7 @@ def parse_spec(
     existing = list(existing)
     if isinstance(spec, PartitionSpec):
         out = spec
-    elif isinstance(spec, dict):
-        out = PartitionSpec.from_json(spec)
-    elif isinstance(spec, str) and spec.lstrip().startswith("{"):
+    elif isinstance(spec, dict) or isinstance(spec, str) and spec.lstrip().startswith("{"):
         out = PartitionSpec.from_json(spec)
     elif isinstance(spec, str):
         out = PartitionSpec(spec_id, tuple(_fields_from_text(spec, schema, existing)))
@@ -427,7 +440,9 @@ def parse_spec(
     return out
 
 
-def _fields_from_text(text: str, schema: Schema, existing: list[PartitionSpec]) -> list[PartitionField]:
+def _fields_from_text(
+    text: str, schema: Schema, existing: list[PartitionSpec]
+) -> list[PartitionField]:
     if not text.strip():
         return []
     prior = [f for s in existing for f in s.fields]
@@ -442,7 +457,11 @@ def _fields_from_text(text: str, schema: Schema, existing: list[PartitionSpec]) 
         src_types = [schema.field_by_id(s).type for s in sids]
         rtype = transform.result_type(src_types)
         same = next(
-            (f for f in prior if f.source_ids == sids and f.transform == transform and f.expression is None),
+            (
+                f
+                for f in prior
+                if f.source_ids == sids and f.transform == transform and f.expression is None
+            ),
             None,
         )
         if same is not None and (alias is None or alias == same.field_id):

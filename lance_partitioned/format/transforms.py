@@ -313,7 +313,7 @@ def _truncate_decimal(arr: pa.Array, w: int) -> pa.Array:
         unscaled = int(v.scaleb(t.scale))
         rem = abs(unscaled) % scaled_w
         rem = -rem if unscaled < 0 else rem
-        out.append((unscaled - rem))
+        out.append(unscaled - rem)
     from decimal import Decimal
 
     return pa.array(

@@ -24,7 +24,7 @@ type round-trips exactly. The rules, in order:
 Extension types travel as their storage type plus the ``ARROW:extension:name``
 and ``ARROW:extension:metadata`` field metadata keys (the Arrow IPC convention,
 which is also what upstream writes), so they are supported on fields but not as
-bare types. See docs/FORMAT_TYPES.md for the full table.
+bare types. See docs/FORMAT.md section 8 for the full table.
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
         yield from data
     elif hasattr(data, "__arrow_c_stream__") and not isinstance(data, (list, tuple)):
         if type(data).__module__.startswith("pandas"):
-            yield from pa.Table.from_pandas(data, preserve_index=False).to_batches(max_chunksize=max_rows)
+            yield from pa.Table.from_pandas(data, preserve_index=False).to_batches(
+                max_chunksize=max_rows
+            )
         else:
             yield from pa.RecordBatchReader.from_stream(data)
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, Mapping)):
@@ -47,7 +49,12 @@ def _kind(t: pa.DataType) -> str:
         return "number"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_binary_view(t)
+    ):
         return "binary"
     if pa.types.is_timestamp(t) or pa.types.is_date(t):
         return "datetime"
@@ -64,7 +71,9 @@ def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_null(col.type):
         return pa.nulls(len(col), type=target)
     if _kind(col.type) != _kind(target) and not pa.types.is_dictionary(col.type):
-        raise SchemaError(f"column {name!r}: cannot write {col.type} into the namespace type {target}")
+        raise SchemaError(
+            f"column {name!r}: cannot write {col.type} into the namespace type {target}"
+        )
     try:
         return pc.cast(col, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -101,6 +110,8 @@ class InputConformer:
             else:
                 raise SchemaError(f"input is missing the non-nullable column {f.name!r}")
             if not f.nullable and col.null_count:
-                raise SchemaError(f"column {f.name!r} is not nullable but the input has {col.null_count} NULL value(s)")
+                raise SchemaError(
+                    f"column {f.name!r} is not nullable but the input has {col.null_count} NULL value(s)"
+                )
             arrays.append(col)
         return pa.RecordBatch.from_arrays(arrays, schema=self.target)

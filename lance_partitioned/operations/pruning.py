@@ -78,7 +78,9 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
     if value is None:
         return False, None
     try:
-        if isinstance(value, str) and not (pa.types.is_string(target) or pa.types.is_large_string(target)):
+        if isinstance(value, str) and not (
+            pa.types.is_string(target) or pa.types.is_large_string(target)
+        ):
             if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
                 return False, None
             value = _parse_temporal_text(value, target)
@@ -97,7 +99,13 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
         if back.as_py() != scalar.as_py():
             return False, None
         return True, cast.as_py()
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError, ValueError):
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+        pa.ArrowTypeError,
+        OverflowError,
+        ValueError,
+    ):
         return False, None
 
 
@@ -109,7 +117,9 @@ def bind(expr: Expr, schema: Schema) -> Expr:
     """
     for name in referenced_columns(expr):
         if not schema.has_field(name):
-            raise FilterError(f"filter references unknown column {name!r}; columns are {schema.names}")
+            raise FilterError(
+                f"filter references unknown column {name!r}; columns are {schema.names}"
+            )
 
     def go(e: Expr) -> Expr:
         if isinstance(e, Compare):
@@ -234,7 +244,11 @@ class SpecProjector:
             if p.op in ("<", "<=", ">", ">=") and t is not None and t.preserves_order:
                 if p.op in (">", ">="):
                     return Compare(">=", col, Literal(value))
-                strict = p.op == "<" and isinstance(t, TimeTransform) and _is_unit_start(p.literal.value, "year")
+                strict = (
+                    p.op == "<"
+                    and isinstance(t, TimeTransform)
+                    and _is_unit_start(p.literal.value, "year")
+                )
                 return Compare("<" if strict else "<=", col, Literal(value))
             return None
         if isinstance(p, In) and not p.negated and len(p.values) <= MAX_IN_VALUES:
@@ -271,7 +285,11 @@ class SpecProjector:
                 continue
             src_type = self.schema.field(name).type
             for p in parts:
-                if not (isinstance(p, Compare) and _ref_name(p) == name and p.op in ("<", "<=", ">", ">=")):
+                if not (
+                    isinstance(p, Compare)
+                    and _ref_name(p) == name
+                    and p.op in ("<", "<=", ">", ">=")
+                ):
                     continue
                 if p.literal.value is None:
                     continue
@@ -309,7 +327,11 @@ class SpecProjector:
                         break
                 if results:
                     lits = tuple(Literal(v) for v in sorted(results, key=_sort_key))
-                    out.append(Compare("=", Ref(f.column), lits[0]) if len(lits) == 1 else In(Ref(f.column), lits))
+                    out.append(
+                        Compare("=", Ref(f.column), lits[0])
+                        if len(lits) == 1
+                        else In(Ref(f.column), lits)
+                    )
         return out
 
 
@@ -322,7 +344,12 @@ def _ref_name(p: Expr) -> str | None:
 
 def _equalities(parts: list[Expr], name: str) -> list[Any] | None:
     for p in parts:
-        if isinstance(p, Compare) and p.op == "=" and _ref_name(p) == name and p.literal.value is not None:
+        if (
+            isinstance(p, Compare)
+            and p.op == "="
+            and _ref_name(p) == name
+            and p.literal.value is not None
+        ):
             return [p.literal.value]
         if isinstance(p, In) and not p.negated and _ref_name(p) == name:
             vals = [v.value for v in p.values if v.value is not None]
@@ -333,7 +360,7 @@ def _equalities(parts: list[Expr], name: str) -> list[Any] | None:
 
 def _lexicographic(cols: Sequence[Ref], values: Sequence[Any], lower: bool, strict: bool) -> Expr:
     """(c1..ck) >= (v1..vk) when lower, else <= (or < when strict), expanded to AND/OR."""
-    last_op = (">=" if lower else ("<" if strict else "<="))
+    last_op = ">=" if lower else ("<" if strict else "<=")
     head_op = ">" if lower else "<"
     expr: Expr = Compare(last_op, cols[-1], Literal(values[-1]))
     for c, v in zip(reversed(cols[:-1]), reversed(values[:-1]), strict=True):
@@ -355,7 +382,12 @@ def _is_unit_start(value: Any, unit: str) -> bool:
         checks["year"] = checks["month"] and value.month == 1
         return checks[unit]
     if isinstance(value, dt.date):
-        return {"hour": True, "day": True, "month": value.day == 1, "year": value.day == 1 and value.month == 1}[unit]
+        return {
+            "hour": True,
+            "day": True,
+            "month": value.day == 1,
+            "year": value.day == 1 and value.month == 1,
+        }[unit]
     return False
 
 
@@ -384,7 +416,9 @@ def _sort_key(v: Any) -> tuple[int, Any]:
 # -- the manifest query -------------------------------------------------------
 
 
-def manifest_filter(expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema) -> str | None:
+def manifest_filter(
+    expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema
+) -> str | None:
     """SQL over ``__manifest`` table rows selecting the partitions a *bound* ``expr`` may match.
 
     None means "every table row". The caller adds ``object_type = 'table'``.
@@ -409,5 +443,3 @@ def manifest_filter(expr: Expr | None, specs: dict[int, PartitionSpec], schema: 
 
 def or_all_sql(branches: list[str]) -> str:
     return branches[0] if len(branches) == 1 else "(" + " OR ".join(branches) + ")"
-
-

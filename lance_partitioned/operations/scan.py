@@ -20,7 +20,13 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr
-from lance_partitioned.format.sql import FilterParseError, from_datafusion, from_pyarrow, parse_filter, to_sql
+from lance_partitioned.format.sql import (
+    FilterParseError,
+    from_datafusion,
+    from_pyarrow,
+    parse_filter,
+    to_sql,
+)
 from lance_partitioned.operations.pruning import bind, manifest_filter
 
 FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
@@ -125,7 +131,9 @@ class Scan:
                     read_branch=leaf.read_branch,
                     read_tag=leaf.read_tag,
                     spec_id=leaf.spec_id,
-                    partition_values={f.field_id: v for f, v in zip(spec.fields, leaf.values, strict=True)},
+                    partition_values={
+                        f.field_id: v for f, v in zip(spec.fields, leaf.values, strict=True)
+                    },
                 )
             )
         return out

@@ -21,6 +21,7 @@ location without talking to each other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -131,7 +132,9 @@ class PartitionResolver:
         self.snapshot = snapshot
         self.spec: PartitionSpec = snapshot.current_spec
         self.secret = secret
-        self._leaves = {tuple(leaf.values): leaf for leaf in snapshot.leaves_of_spec(self.spec.spec_id)}
+        self._leaves = {
+            tuple(leaf.values): leaf for leaf in snapshot.leaves_of_spec(self.spec.spec_id)
+        }
         self._namespaces: dict[tuple[Any, ...], str] = {}
         ns_rows = snapshot.namespace_rows(self.spec.spec_id).to_pydict()
         cols = [f.column for f in self.spec.fields]
@@ -275,7 +278,9 @@ def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
     frags = _fragments(lw)
     schema = snapshot.schema.arrow
     if lw.is_new:
-        ds = lance.LanceDataset.commit(uri, lance.LanceOperation.Overwrite(schema, frags), storage_options=opts)
+        ds = lance.LanceDataset.commit(
+            uri, lance.LanceOperation.Overwrite(schema, frags), storage_options=opts
+        )
         if ds.version != 1:
             raise CommitConflictError(f"new partition directory {lw.location!r} already had data")
         return ds.version
@@ -296,7 +301,9 @@ def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
         if mode == APPEND
         else lance.LanceOperation.Overwrite(schema, frags)
     )
-    ds = lance.LanceDataset.commit(uri, op, read_version=latest.version, storage_options=opts, max_retries=0)
+    ds = lance.LanceDataset.commit(
+        uri, op, read_version=latest.version, storage_options=opts, max_retries=0
+    )
     return ds.version
 
 
@@ -306,7 +313,9 @@ def _rollback_leaf(snapshot: Snapshot, lw: LeafWrite, committed_version: int | N
         if lw.is_new:
             _remove_dir(uri)
         elif committed_version is not None and lw.base_version is not None:
-            lance.dataset(uri, version=lw.base_version, storage_options=snapshot.manifest.storage_options).restore()
+            lance.dataset(
+                uri, version=lw.base_version, storage_options=snapshot.manifest.storage_options
+            ).restore()
     except Exception as exc:  # best effort; vacuum/recover finish the job
         log.warning("could not roll back partition %s: %s", lw.object_id, exc)
 
@@ -334,10 +343,8 @@ def _remove_file(uri: str, name: str) -> None:
     if "://" in uri and not uri.startswith("file://"):
         return
     path = uri[len("file://") :] if uri.startswith("file://") else uri
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(path, "data", name))
-    except FileNotFoundError:
-        pass
 
 
 def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str, int]) -> pa.Table:
@@ -362,7 +369,9 @@ def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str
             "object_id": lw.object_id,
             "object_type": "table",
             "location": lw.location,
-            "metadata": mirror_metadata({f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}),
+            "metadata": mirror_metadata(
+                {f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}
+            ),
             "read_version": versions[lw.object_id],
         }
         row.update(dict(zip(cols, lw.key, strict=True)))
@@ -371,19 +380,32 @@ def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str
     # (inserts rebase), so every inserting commit also rewrites its spec's
     # version-namespace row: two such commits then conflict on that row.
     for sid in sorted({lw.spec_id for lw in written.leaves.values() if lw.is_new}):
-        rows.append({"object_id": layout.spec_namespace(sid), "object_type": "namespace", "metadata": "{}"})
+        rows.append(
+            {"object_id": layout.spec_namespace(sid), "object_type": "namespace", "metadata": "{}"}
+        )
     schema = snapshot.dataset.schema
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
 
 
 def _deletes_for_overwrite(snapshot: Snapshot, keep: set[str]) -> list[str]:
     rows = snapshot.dataset.to_table(columns=["object_id", "object_type"]).to_pydict()
-    tables = [o for o, t in zip(rows["object_id"], rows["object_type"], strict=True) if t == "table"]
+    tables = [
+        o for o, t in zip(rows["object_id"], rows["object_type"], strict=True) if t == "table"
+    ]
     remaining = [o for o in tables if o in keep]
-    ancestors = {layout.join_id(*layout.split_id(o)[:i]) for o in remaining for i in range(1, len(layout.split_id(o)))}
+    ancestors = {
+        layout.join_id(*layout.split_id(o)[:i])
+        for o in remaining
+        for i in range(1, len(layout.split_id(o)))
+    }
     out = [o for o in tables if o not in keep]
     for o, t in zip(rows["object_id"], rows["object_type"], strict=True):
-        if t == "namespace" and len(layout.split_id(o)) > 1 and o not in ancestors and o not in keep:
+        if (
+            t == "namespace"
+            and len(layout.split_id(o)) > 1
+            and o not in ancestors
+            and o not in keep
+        ):
             out.append(o)
     return out
 
@@ -421,23 +443,34 @@ def commit_write(
                 if deletes:
                     specs = {layout.spec_id_of(d) for d in deletes}
                     lock = pa.Table.from_pylist(
-                        [{"object_id": layout.spec_namespace(s), "object_type": "namespace", "metadata": "{}"} for s in specs],
+                        [
+                            {
+                                "object_id": layout.spec_namespace(s),
+                                "object_type": "namespace",
+                                "metadata": "{}",
+                            }
+                            for s in specs
+                        ],
                         schema=base.dataset.schema,
                     )
                     upserts = _dedupe(pa.concat_tables([upserts, lock]))
             try:
-                ds = manifest.commit(base.dataset, upserts, deletes)
-                return Snapshot.load(manifest, ds.version)
+                published = manifest.commit(base.dataset, upserts, deletes).version
+                break
             except CommitConflictError:
                 if attempt == max_rebase:
                     raise
                 base = _rebase(manifest, snapshot, written)
-        raise AssertionError("unreachable")
+        else:
+            raise AssertionError("unreachable")
     except BaseException:
         for lw in written.leaves.values():
             if lw.object_id in committed or lw.is_new:
                 _rollback_leaf(snapshot, lw, committed.get(lw.object_id))
         raise
+    # Outside the try: once __manifest is committed the write is published, and
+    # nothing may roll its leaves back (a failure here must not delete its data).
+    return Snapshot.load(manifest, published)
 
 
 def _dedupe(table: pa.Table) -> pa.Table:
