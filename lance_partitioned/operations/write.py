@@ -30,6 +30,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,10 +225,16 @@ class PartitionWriter:
         if self._buffer_rows[key] >= self.max_rows_per_file:
             self._flush(key)
 
-    def _flush(self, key: tuple[Any, ...]) -> None:
-        batches = self._buffers.pop(key, [])
+    def _take(self, key: tuple[Any, ...]) -> list[pa.RecordBatch]:
         self._total_bytes -= self._buffer_bytes.pop(key, 0)
         self._buffer_rows.pop(key, None)
+        return self._buffers.pop(key, [])
+
+    def _flush(self, key: tuple[Any, ...]) -> None:
+        self._write_files(key, self._take(key))
+
+    def _write_files(self, key: tuple[Any, ...], batches: list[pa.RecordBatch]) -> None:
+        """Write one partition's buffered rows as Lance data files (thread-safe per key)."""
         if not batches:
             return
         lw = self.result.leaves[(self.spec.spec_id, key)]
@@ -243,9 +250,14 @@ class PartitionWriter:
         lw.rows += table.num_rows
 
     def finish(self) -> WrittenFiles:
-        """Flush every buffer and return what was written."""
-        for key in list(self._buffers):
-            self._flush(key)
+        """Flush every buffer (partitions in parallel) and return what was written."""
+        pending = [(key, self._take(key)) for key in list(self._buffers)]
+        if len(pending) > 1:
+            with ThreadPoolExecutor(min(4, len(pending))) as pool:
+                list(pool.map(lambda item: self._write_files(*item), pending))
+        else:
+            for key, batches in pending:
+                self._write_files(key, batches)
         return self.result
 
 
@@ -305,6 +317,24 @@ def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
         uri, op, read_version=latest.version, storage_options=opts, max_retries=0
     )
     return ds.version
+
+
+def _commit_leaves(
+    snapshot: Snapshot, leaves: list[LeafWrite], mode: str, committed: dict[str, int]
+) -> None:
+    """Commit leaves in parallel, recording each success in ``committed``; re-raise the first failure."""
+    if not leaves:
+        return
+    errors: list[BaseException] = []
+    with ThreadPoolExecutor(max(1, min(8, len(leaves)))) as pool:
+        futures = {pool.submit(_commit_leaf, snapshot, lw, mode): lw for lw in leaves}
+        for fut in as_completed(futures):
+            try:
+                committed[futures[fut].object_id] = fut.result()
+            except BaseException as exc:  # collected; every leaf finishes before we decide
+                errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 def _rollback_leaf(snapshot: Snapshot, lw: LeafWrite, committed_version: int | None) -> None:
@@ -430,8 +460,7 @@ def commit_write(
         raise PartitionedNamespaceError("files were written against a different snapshot")
     committed: dict[str, int] = {}
     try:
-        for lw in written.leaves.values():
-            committed[lw.object_id] = _commit_leaf(snapshot, lw, mode)
+        _commit_leaves(snapshot, list(written.leaves.values()), mode, committed)
         base = snapshot
         for attempt in range(max_rebase + 1):
             upserts = _manifest_rows(base, written, committed)
