@@ -84,3 +84,20 @@ def test_pyarrow_expression_filter(lineitem_ns, lineitem):
         for t in scan.plan()
     } == {(1995, 6)}
     assert scan.count() == lineitem.filter(expr).num_rows
+
+
+def test_datafusion_expression_filter(lineitem_ns, lineitem):
+    from datafusion import col, lit
+
+    expr = (col("l_shipdate") >= lit(dt.date(1996, 2, 1))) & (
+        col("l_shipdate") < lit(dt.date(1996, 3, 1))
+    )
+    scan = lineitem_ns.scan(expr)
+    months = {
+        (t.partition_values["l_shipdate_year"], t.partition_values["l_shipdate_month"])
+        for t in scan.plan()
+    }
+    assert months == {(1996, 2)}
+    d = lineitem["l_shipdate"]
+    mask = pc.and_(pc.greater_equal(d, dt.date(1996, 2, 1)), pc.less(d, dt.date(1996, 3, 1)))
+    assert scan.count() == pc.sum(mask).as_py()
