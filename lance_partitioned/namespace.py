@@ -21,6 +21,7 @@ from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_p
 from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
+from lance_partitioned.operations import evolution
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
 from lance_partitioned.operations.write import (
@@ -224,6 +225,40 @@ class PartitionedNamespace:
             {"version": v["version"], "timestamp": v["timestamp"]}
             for v in self._manifest.dataset().versions()
         ]
+
+    # -- evolution (never rewrites leaf data) ---------------------------------
+    def evolve_spec(self, spec: SpecLike) -> PartitionSpec:
+        """Add partition spec version N+1 (e.g. ``"year(event_date), country"``); new writes use it.
+
+        Existing partitions stay where they are, under their own spec version, and
+        reads prune each version by its own spec.
+        """
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        new = evolution.evolve_spec(self._manifest, snapshot, spec)
+        self.refresh()
+        return new
+
+    def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:
+        """Add a nullable column with a fresh field id; existing rows read it as NULL."""
+        return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))
+
+    def rename_column(self, old: str, new: str) -> Schema:
+        """Rename a column. Its field id is stable, so partition specs and pruning keep working."""
+        return self._evolve_schema(lambda s: s.rename_column(old, new))
+
+    def drop_column(self, name: str) -> Schema:
+        """Drop a column; refused if the current spec partitions by it. Older specs read it as NULL."""
+        return self._evolve_schema(lambda s: s.drop_column(name))
+
+    def widen_column(self, name: str, type: pa.DataType) -> Schema:
+        """Widen a column's type losslessly (int32→int64, float→double, decimal precision up)."""
+        return self._evolve_schema(lambda s: s.widen_column(name, type))
+
+    def _evolve_schema(self, change: Callable[[Schema], Schema]) -> Schema:
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        schema = evolution.update_schema(self._manifest, snapshot, change(snapshot.schema))
+        self.refresh()
+        return schema
 
     # -- description ---------------------------------------------------------
     def partitions(self, with_counts: bool = True) -> pa.Table:

@@ -75,6 +75,35 @@ def _assign_ids(field: pa.Field, counter: list[int]) -> pa.Field:
     return _with_id(pa.field(field.name, typ, field.nullable, field.metadata), my_id)
 
 
+def _strip_ids(t: pa.DataType) -> pa.DataType:
+    kids = _children(t)
+    if not kids:
+        return t
+    plain = []
+    for c in kids:
+        meta = {k: v for k, v in (c.metadata or {}).items() if k != FIELD_ID_KEY.encode()}
+        plain.append(pa.field(c.name, _strip_ids(c.type), c.nullable, meta or None))
+    return _rebuild(t, plain)
+
+
+def is_lossless_widening(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Type promotions a column may take without rewriting data (and without moving buckets)."""
+    t = pa.types
+    if src.equals(dst):
+        return False
+    if t.is_signed_integer(src) and t.is_signed_integer(dst):
+        return dst.bit_width > src.bit_width
+    if t.is_unsigned_integer(src) and t.is_integer(dst):
+        return dst.bit_width > src.bit_width
+    if t.is_floating(src) and t.is_floating(dst):
+        return dst.bit_width > src.bit_width
+    if t.is_decimal(src) and t.is_decimal(dst):
+        return dst.scale == src.scale and dst.precision > src.precision
+    return (t.is_string(src) and t.is_large_string(dst)) or (
+        t.is_binary(src) and t.is_large_binary(dst)
+    )
+
+
 def _walk(fields: list[pa.Field], prefix: str = "") -> Iterator[tuple[str, pa.Field]]:
     for f in fields:
         path = f"{prefix}{f.name}"
@@ -186,6 +215,46 @@ class Schema:
                 f"field id {field_id} is the nested field {path!r}; only top-level columns can be partition sources"
             )
         return self._top_by_name[path]
+
+    # -- evolution (each returns a new Schema; ids are never reused) ----------
+    def add_column(self, field: pa.Field) -> Schema:
+        """Append a nullable column; it and its children get fresh ids after ``max_field_id``."""
+        if self.has_field(field.name):
+            raise SchemaError(f"column {field.name!r} already exists")
+        if not field.nullable:
+            raise SchemaError(
+                f"cannot add the non-nullable column {field.name!r}: existing rows have no value for it"
+            )
+        counter = [self.max_field_id + 1]
+        plain = pa.field(field.name, _strip_ids(field.type), True, field.metadata)
+        return Schema(self._arrow.append(_assign_ids(plain, counter)))
+
+    def rename_column(self, old: str, new: str) -> Schema:
+        """Rename a top-level column; its field id (and every spec using it) is unchanged."""
+        i = self._arrow.get_field_index(self.field(old).name)
+        if self.has_field(new):
+            raise SchemaError(f"cannot rename {old!r} to {new!r}: a column named {new!r} exists")
+        if not new:
+            raise SchemaError("a column name cannot be empty")
+        return Schema(self._arrow.set(i, self._arrow.field(i).with_name(new)))
+
+    def drop_column(self, name: str) -> Schema:
+        """Remove a top-level column; its id is retired, never reused."""
+        i = self._arrow.get_field_index(self.field(name).name)
+        if len(self._arrow) == 1:
+            raise SchemaError(f"cannot drop {name!r}: it is the only column")
+        return Schema(self._arrow.remove(i))
+
+    def widen_column(self, name: str, new_type: pa.DataType) -> Schema:
+        """Promote a column's type losslessly (int32→int64, float→double, decimal(p,s)→decimal(p',s))."""
+        f = self.field(name)
+        if not is_lossless_widening(f.type, new_type):
+            raise SchemaError(
+                f"cannot change column {name!r} from {f.type} to {new_type}: only lossless widening "
+                "is allowed (int8→16→32→64, float32→float64, decimal(p,s)→decimal(p',s) with p'≥p)"
+            )
+        i = self._arrow.get_field_index(name)
+        return Schema(self._arrow.set(i, pa.field(name, new_type, f.nullable, f.metadata)))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Schema) and self._arrow.equals(other._arrow, check_metadata=True)

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
-from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.schema import Schema, is_lossless_widening
 from lance_partitioned.format.transforms import (
     Identity,
     Transform,
@@ -38,22 +38,7 @@ _FIELD_ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
 
 def _widens_to(src: pa.DataType, dst: pa.DataType) -> bool:
     """True when every value of ``src`` is exactly representable in ``dst``."""
-    if src.equals(dst):
-        return True
-    t = pa.types
-    if t.is_signed_integer(src) and t.is_signed_integer(dst):
-        return dst.bit_width >= src.bit_width
-    if t.is_unsigned_integer(src) and t.is_integer(dst):
-        return dst.bit_width > src.bit_width or (
-            t.is_unsigned_integer(dst) and dst.bit_width >= src.bit_width
-        )
-    if t.is_floating(src) and t.is_floating(dst):
-        return dst.bit_width >= src.bit_width
-    if t.is_decimal(src) and t.is_decimal(dst):
-        return dst.scale == src.scale and dst.precision >= src.precision
-    if t.is_string(src) and (t.is_large_string(dst) or t.is_string_view(dst)):
-        return True
-    return bool(t.is_binary(src) and (t.is_large_binary(dst) or t.is_binary_view(dst)))
+    return src.equals(dst) or is_lossless_widening(src, dst)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import lance
 import pyarrow as pa
 
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
-from lance_partitioned.format.expressions import Expr
+from lance_partitioned.format.expressions import Expr, referenced_columns
 from lance_partitioned.format.sql import (
     FilterParseError,
     from_datafusion,
@@ -27,6 +26,7 @@ from lance_partitioned.format.sql import (
     parse_filter,
     to_sql,
 )
+from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.pruning import bind, manifest_filter
 
 FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
@@ -77,6 +77,20 @@ def parse_any_filter(filter: FilterLike) -> Expr | None:
     except (ValueError, NotImplementedError) as exc:
         raise FilterError(f"cannot translate filter {filter}: {exc}") from exc
     return expr
+
+
+def _filter_batch(batch: pa.RecordBatch, sql: str | None) -> pa.RecordBatch:
+    """Apply a SQL filter to one batch with DataFusion (same dialect as Lance's filter)."""
+    if sql is None or batch.num_rows == 0:
+        return batch
+    from datafusion import SessionContext
+
+    ctx = SessionContext()
+    ctx.register_record_batches("t", [[batch]])
+    out = ctx.sql(f"SELECT * FROM t WHERE {sql}").to_arrow_table()
+    return pa.RecordBatch.from_arrays(
+        [out.column(i).combine_chunks() for i in range(out.num_columns)], schema=batch.schema
+    )
 
 
 class Scan:
@@ -140,29 +154,27 @@ class Scan:
 
     # -- reading ------------------------------------------------------------
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
+        """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
         ds = self.snapshot.open_leaf(leaf)
-        cols, missing = self._leaf_columns(ds)
-        kwargs: dict[str, Any] = {"columns": cols, "filter": self.sql}
+        out_cols = [f.name for f in self.output_schema]
+        filter_cols = sorted(referenced_columns(self.expr)) if self.expr is not None else []
+        mapping = ReadMapping(self.snapshot.schema, out_cols, ds, leaf.object_id)
+        kwargs: dict[str, Any] = {}
         if self.batch_size:
             kwargs["batch_size"] = self.batch_size
-        for batch in ds.to_batches(**kwargs):
-            yield self._conform(batch, missing)
-
-    def _leaf_columns(self, ds: lance.LanceDataset) -> tuple[list[str], set[str]]:
-        wanted = [f.name for f in self.output_schema]
-        have = set(ds.schema.names)
-        return [c for c in wanted if c in have], {c for c in wanted if c not in have}
-
-    def _conform(self, batch: pa.RecordBatch, missing: set[str]) -> pa.RecordBatch:
-        """Namespace types and order; columns the leaf lacks read as NULL (seed 003 §4)."""
-        arrays = []
-        for f in self.output_schema:
-            if f.name in missing:
-                arrays.append(pa.nulls(batch.num_rows, type=f.type))
-                continue
-            col = batch.column(f.name)
-            arrays.append(col if col.type.equals(f.type) else col.cast(f.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.output_schema)
+        fmapping = ReadMapping(self.snapshot.schema, filter_cols, ds, leaf.object_id)
+        if fmapping.is_identity:
+            # The leaf names every filter column as the namespace does: Lance filters it.
+            for batch in ds.to_batches(columns=mapping.leaf_columns, filter=self.sql, **kwargs):
+                yield mapping.conform(batch)
+            return
+        # Renamed or missing filter columns: conform first, then filter with DataFusion.
+        both = list(dict.fromkeys(out_cols + filter_cols))
+        wide = ReadMapping(self.snapshot.schema, both, ds, leaf.object_id)
+        for batch in ds.to_batches(columns=wide.leaf_columns, **kwargs):
+            kept = _filter_batch(wide.conform(batch), self.sql)
+            if kept.num_rows:
+                yield kept.select(out_cols)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream record batches leaf by leaf; memory holds about one leaf batch at a time."""
@@ -192,7 +204,11 @@ class Scan:
         """Number of matching rows, counted inside Lance without materialising them."""
 
         def one(leaf: Leaf) -> int:
-            return self.snapshot.open_leaf(leaf).count_rows(filter=self.sql)
+            ds = self.snapshot.open_leaf(leaf)
+            cols = sorted(referenced_columns(self.expr)) if self.expr is not None else []
+            if ReadMapping(self.snapshot.schema, cols, ds, leaf.object_id).is_identity:
+                return ds.count_rows(filter=self.sql)
+            return sum(b.num_rows for b in self._leaf_batches(leaf))
 
         with ThreadPoolExecutor(_threads()) as pool:
             return sum(pool.map(one, self.leaves))

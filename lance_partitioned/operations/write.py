@@ -44,6 +44,7 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.input import InputConformer
+from lance_partitioned.operations.leaf_schema import WriteMapping, leaf_arrow_schema, leaf_fields_by_id
 from lance_partitioned.operations.split import split_by_keys
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,8 @@ class PartitionWriter:
         self._buffer_bytes: dict[tuple[Any, ...], int] = {}
         self._buffer_rows: dict[tuple[Any, ...], int] = {}
         self._total_bytes = 0
+        self._new_leaf_schema = leaf_arrow_schema(snapshot.schema)
+        self._mappings: dict[str, WriteMapping] = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
@@ -239,15 +242,32 @@ class PartitionWriter:
             return
         lw = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow)
+        target = self._leaf_target(lw)
+        table = target.conform(table) if isinstance(target, WriteMapping) else table.cast(target)
         frags = write_fragments(
             table,
             self.snapshot.leaf_uri(lw.location),
-            schema=self.snapshot.schema.arrow,
+            schema=table.schema,
             max_rows_per_file=self.max_rows_per_file,
             storage_options=self.snapshot.manifest.storage_options,
         )
         lw.fragments.extend(json.dumps(f.to_json()) for f in frags)
         lw.rows += table.num_rows
+
+    def _leaf_target(self, lw: LeafWrite) -> pa.Schema | WriteMapping:
+        """New leaves get the namespace schema; existing ones keep theirs (seed 003 §4 writes)."""
+        if lw.is_new:
+            return self._new_leaf_schema
+        mapping = self._mappings.get(lw.object_id)
+        if mapping is None:
+            leaf = lance.dataset(
+                self.snapshot.leaf_uri(lw.location),
+                version=lw.base_version,
+                storage_options=self.snapshot.manifest.storage_options,
+            )
+            mapping = WriteMapping(self.snapshot.schema, leaf.schema, leaf_fields_by_id(leaf), lw.object_id)
+            self._mappings[lw.object_id] = mapping
+        return mapping
 
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
@@ -288,8 +308,8 @@ def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
     uri = snapshot.leaf_uri(lw.location)
     opts = snapshot.manifest.storage_options
     frags = _fragments(lw)
-    schema = snapshot.schema.arrow
     if lw.is_new:
+        schema = leaf_arrow_schema(snapshot.schema)
         ds = lance.LanceDataset.commit(
             uri, lance.LanceOperation.Overwrite(schema, frags), storage_options=opts
         )
@@ -311,7 +331,8 @@ def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
     op = (
         lance.LanceOperation.Append(frags)
         if mode == APPEND
-        else lance.LanceOperation.Overwrite(schema, frags)
+        # existing leaves keep their own schema, which the files were written with
+        else lance.LanceOperation.Overwrite(latest.schema, frags)
     )
     ds = lance.LanceDataset.commit(
         uri, op, read_version=latest.version, storage_options=opts, max_retries=0

@@ -1,0 +1,79 @@
+"""Partition-spec and schema evolution. Leaf data is never rewritten here.
+
+Each change is published through ``__manifest`` table metadata, after any
+structural preparation (new ``partition_field_*`` columns, the ``v<N>`` row), so
+readers see either the old definition or the new one. A change planned against
+one manifest version is refused if the schema or specs moved meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.manifest import SCHEMA_KEY, Manifest
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.errors import CommitConflictError, SchemaError
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionSpec, parse_spec
+
+
+def _check_unchanged(manifest: Manifest, planned: Snapshot) -> Snapshot:
+    latest = Snapshot.load(manifest, for_write=True)
+    if latest.schema != planned.schema or latest.specs != planned.specs:
+        raise CommitConflictError(
+            "the namespace schema or partition specs changed concurrently; reload and retry"
+        )
+    return latest
+
+
+def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> PartitionSpec:
+    """Add spec version N+1. Same sources + same transform reuse a field_id; new ids are new."""
+    specs = planned.specs
+    new = parse_spec(spec, planned.schema, spec_id=max(specs) + 1, existing=specs.values())
+    if isinstance(spec, (dict, PartitionSpec)) and new.spec_id != max(specs) + 1:
+        raise SchemaError(f"a new spec must have id {max(specs) + 1}, got {new.spec_id}")
+    latest = _check_unchanged(manifest, planned)
+    known = {f.column for s in specs.values() for f in s.fields}
+    manifest.add_partition_columns(
+        [pa.field(f.column, f.result_type) for f in new.fields if f.column not in known]
+    )
+    base = manifest.dataset()
+    row = pa.Table.from_pylist(
+        [
+            {
+                "object_id": layout.spec_namespace(new.spec_id),
+                "object_type": "namespace",
+                "metadata": "{}",
+            }
+        ],
+        schema=base.schema,
+    )
+    manifest.commit(base, row)
+    manifest.dataset().update_metadata({new.key: new.to_json_str()})
+    del latest
+    return new
+
+
+def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Schema:
+    """Publish a new namespace schema (already validated against the evolution rules)."""
+    _check_unchanged(manifest, planned)
+    current = planned.current_spec
+    for f in current.fields:
+        for sid in f.source_ids:
+            if not schema.has_id(sid):
+                name = (
+                    planned.schema.field_by_id(sid).name
+                    if planned.schema.has_id(sid)
+                    else f"#{sid}"
+                )
+                raise SchemaError(
+                    f"cannot drop column {name!r}: the current partition spec v{current.spec_id} "
+                    f"partitions by it (field {f.field_id!r}); evolve the spec first"
+                )
+    manifest.dataset().update_metadata(
+        {SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":"))}
+    )
+    return schema

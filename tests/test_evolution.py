@@ -1,0 +1,229 @@
+"""Partition evolution, schema evolution and seed 003 §4 schema consistency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_partitioned as lp
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("event_date", pa.date32()),
+        pa.field("country", pa.string()),
+    ]
+)
+
+
+def events(dates_countries, start=0):
+    return pa.table(
+        {
+            "id": list(range(start, start + len(dates_countries))),
+            "event_date": [d for d, _ in dates_countries],
+            "country": [c for _, c in dates_countries],
+        },
+        schema=SCHEMA,
+    )
+
+
+D = dt.date
+
+
+@pytest.fixture
+def appendix_d(tmp_path):
+    """v1 partitions by event_date, v2 by year(event_date), country (seed 000 Appendix D)."""
+    ns = lp.create(str(tmp_path / "d"), SCHEMA, "event_date")
+    v1_rows = [
+        (D(2025, 12, 10), "US"),
+        (D(2025, 12, 10), "FR"),
+        (D(2025, 12, 11), "US"),
+        (D(2024, 1, 1), "US"),
+    ]
+    ns.append(events(v1_rows))
+    ns.evolve_spec("year(event_date) AS event_year, country")
+    v2_rows = [
+        (D(2025, 12, 10), "US"),
+        (D(2025, 3, 1), "US"),
+        (D(2025, 12, 10), "CN"),
+        (D(2026, 1, 1), "US"),
+    ]
+    ns.append(events(v2_rows, start=100))
+    return ns
+
+
+def test_appendix_d_as_written(appendix_d):
+    ns = appendix_d
+    assert sorted(ns.specs) == [1, 2]
+    plan = ns.plan("event_date = '2025-12-10' AND country = 'US'")
+    got = sorted((t.spec_id, tuple(t.partition_values.items())) for t in plan)
+    assert got == [
+        (1, (("event_date", D(2025, 12, 10)),)),
+        (2, (("event_year", 2025), ("country", "US"))),
+    ]
+    rows = ns.scan("event_date = '2025-12-10' AND country = 'US'").to_arrow()
+    assert sorted(rows["id"].to_pylist()) == [0, 100]
+    # v1 and v2 rows stay under their own versions; nothing was rewritten
+    by_spec = {}
+    for t in ns.plan():
+        by_spec.setdefault(t.spec_id, 0)
+        by_spec[t.spec_id] += 1
+    assert by_spec == {1: 3, 2: 3}
+    assert ns.count() == 8
+
+
+def test_manifest_gains_columns_and_field_ids_are_reused(appendix_d):
+    ns = appendix_d
+    schema = lance.dataset(os.path.join(ns.root, "__manifest")).schema
+    for c in (
+        "partition_field_event_date",
+        "partition_field_event_year",
+        "partition_field_country",
+    ):
+        assert c in schema.names
+    v3 = ns.evolve_spec("country, event_date")
+    assert [f.field_id for f in v3.fields] == ["country", "event_date"]
+    assert v3.fields[1] == ns.specs[1].fields[0]
+    ns.append(events([(D(2027, 5, 5), "US")], start=200))
+    assert {t.spec_id for t in ns.plan("event_date = '2027-05-05'")} == {3}
+    assert ns.count() == 9
+
+
+def test_invalid_evolution_changes_nothing(appendix_d):
+    ns = appendix_d
+    version = lp.open(ns.root).version
+    with pytest.raises(lp.SpecError, match="already used"):
+        ns.evolve_spec("bucket(4, id) AS country")
+    with pytest.raises(lp.SpecError, match="no column named 'nope'"):
+        ns.evolve_spec("year(nope)")
+    with pytest.raises(lp.SchemaError, match="current partition spec v2 partitions by it"):
+        ns.drop_column("country")
+    with pytest.raises(lp.SchemaError, match="only lossless widening"):
+        ns.widen_column("id", pa.int32())
+    with pytest.raises(lp.SchemaError, match="already exists"):
+        ns.add_column("country", pa.string())
+    with pytest.raises(lp.SchemaError, match="non-nullable"):
+        ns.add_column("x", pa.int64(), nullable=False)
+    assert lp.open(ns.root).version == version
+
+
+def test_add_column_reads_null_from_old_leaves(appendix_d):
+    ns = appendix_d
+    ns.add_column("score", pa.float64())
+    assert ns.schema.field_id("score") == 3
+    t = ns.scan(columns=["id", "score"]).to_arrow()
+    assert t["score"].null_count == t.num_rows
+    fresh = events([(D(2030, 1, 1), "NZ")], start=300).append_column("score", pa.array([1.5]))
+    ns.append(fresh)
+    assert ns.scan("score > 1", columns=["id"]).to_arrow()["id"].to_pylist() == [300]
+    assert ns.count("score IS NULL") == 8
+
+
+def test_rename_keeps_pruning(appendix_d):
+    ns = appendix_d
+    ns.rename_column("country", "nation")
+    assert ns.spec.fields[1].source_ids == (2,)
+    plan = ns.plan("nation = 'US' AND event_date = '2025-12-10'")
+    assert {t.spec_id for t in plan} == {1, 2} and len(plan) == 2
+    got = ns.scan("nation = 'US'").to_arrow()
+    assert got.column_names == ["id", "event_date", "nation"]
+    assert sorted(got["id"].to_pylist()) == [0, 2, 3, 100, 101, 103]
+    with pytest.raises(lp.FilterError, match="unknown column 'country'"):
+        ns.scan("country = 'US'")
+    ns.append(pa.table({"id": [400], "event_date": [D(2025, 1, 1)], "nation": ["US"]}))
+    assert ns.count("nation = 'US'") == 7
+
+
+def test_drop_column_and_older_specs_read_it_as_null(appendix_d):
+    ns = appendix_d
+    ns.evolve_spec("year(event_date) AS event_year")
+    ns.drop_column("country")
+    assert "country" not in ns.schema.names
+    assert ns.count() == 8
+    # v2 still partitions by the dropped column's id: its partitions stay readable
+    assert ns.scan("event_date = '2025-12-10'").to_arrow().num_rows == 4
+    # writing into an old leaf that still has the column writes NULL there
+    ns.append(pa.table({"id": [500], "event_date": [D(2026, 6, 1)]}))
+    assert ns.count("event_date = '2026-06-01'") == 1
+
+
+def test_widening_keeps_bucket_values(tmp_path):
+    schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.float32())])
+    ns = lp.create(str(tmp_path / "w"), schema, "bucket(8, k)")
+    ns.append(
+        pa.table({"k": pa.array(range(100), pa.int32()), "v": pa.array([1.0] * 100, pa.float32())})
+    )
+    before = {t.object_id: t.partition_values for t in ns.plan()}
+    ns.widen_column("k", pa.int64())
+    ns.widen_column("v", pa.float64())
+    ns.append(pa.table({"k": pa.array(range(100), pa.int64()), "v": pa.array([2.0] * 100)}))
+    after = {t.object_id: t.partition_values for t in ns.plan()}
+    assert after == before  # the same 8 partitions, no new ones
+    t = ns.scan().to_arrow()
+    assert t.schema.field("k").type == pa.int64() and t.schema.field("v").type == pa.float64()
+    for k in (0, 17, 99):
+        assert ns.count(f"k = {k}") == 2
+        assert len(ns.plan(f"k = {k}")) == 1
+    # §4 writes: values are cast to the leaf type; one that does not fit fails cleanly
+    version = lp.open(ns.root).version
+    with pytest.raises(lp.SchemaError, match="column 'k'"):
+        ns.append(pa.table({"k": pa.array([2**40], pa.int64()), "v": [1.0]}))
+    assert lp.open(ns.root).version == version
+
+
+def test_section4_write_new_column_into_old_leaf(appendix_d):
+    ns = appendix_d
+    ns.add_column("score", pa.float64())
+    old_partition = (D(2025, 12, 10), "US")
+    version = lp.open(ns.root).version
+    with pytest.raises(lp.SchemaError, match="has no column 'score'"):
+        ns.append(events([old_partition], start=600).append_column("score", pa.array([3.0])))
+    assert lp.open(ns.root).version == version
+    # NULL in the new column is fine: nothing is lost
+    ns.append(events([old_partition], start=601))
+    assert ns.count("id = 601") == 1
+
+
+def test_section4_read_impossible_cast_is_reported(tmp_path):
+    ns = lp.create(str(tmp_path / "bad"), SCHEMA, "country")
+    ns.append(events([(D(2025, 1, 1), "US")]))
+    (task,) = ns.plan()
+    # a foreign tool rewrites the leaf with an incompatible type for event_date
+    bad = pa.table({"id": [1], "event_date": ["not a date"], "country": ["US"]})
+    leaf = lance.write_dataset(bad, os.path.join(ns.root, task.location), mode="overwrite")
+    base = ns.manifest.dataset()
+    row = base.to_table(filter=f"object_id = '{task.object_id}'")
+    row = row.set_column(
+        row.schema.get_field_index("read_version"),
+        "read_version",
+        pa.array([leaf.version], pa.uint64()),
+    )
+    ns.manifest.commit(base, row)
+    with pytest.raises(lp.SchemaError, match="column 'event_date'"):
+        lp.open(ns.root).scan().to_arrow()
+
+
+def test_expression_fields_evolve_and_prune(appendix_d):
+    ns = appendix_d
+    spec = {
+        "id": 3,
+        "fields": [
+            {
+                "field_id": "id_hash",
+                "source_ids": [0],
+                "expression": "murmur3(col0)",
+                "result_type": {"type": "int32"},
+            },
+        ],
+    }
+    ns.evolve_spec(spec)
+    ns.append(events([(D(2028, 1, 1), "US"), (D(2028, 1, 2), "FR")], start=700))
+    plan = ns.plan("id = 700")
+    assert [t.spec_id for t in plan if t.spec_id == 3] == [3]
+    assert ns.scan("id = 700").to_arrow()["id"].to_pylist() == [700]
+    assert pc.sum(pc.equal(ns.scan().to_arrow()["id"], 701)).as_py() == 1
