@@ -133,6 +133,34 @@ def predicates(draw, columns: list[str], depth: int = 0) -> Expr:
     return And(left, right) if kind == "and" else Or(left, right)
 
 
+EXPRESSIONS = [
+    ("i", "murmur3(col0) % 5", pa.int32()),
+    ("i", "col0 / 10", pa.int64()),
+    ("d", "date_part('year', col0)", pa.int32()),
+    ("s", "left(col0, 1)", pa.string()),
+]
+
+
+@st.composite
+def spec_versions(draw):
+    """One to three spec versions, some with DataFusion expression fields."""
+    return [
+        (draw(specs()), draw(st.lists(st.sampled_from(EXPRESSIONS), max_size=1)))
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+
+
+def build_spec(ns, text, expressions, spec_id):
+    from lance_partitioned import PartitionField, PartitionSpec, parse_spec
+
+    base = parse_spec(text, ns.schema, spec_id=spec_id, existing=ns.specs.values())
+    extra = tuple(
+        PartitionField(f"e{spec_id}_{k}", (ns.schema.field_id(col),), rtype, expression=expr)
+        for k, (col, expr, rtype) in enumerate(expressions)
+    )
+    return PartitionSpec(spec_id, base.fields + extra)
+
+
 counter = itertools.count()
 
 
@@ -156,3 +184,24 @@ def test_pruned_scan_equals_filtered_data(tmp_path, rows, spec, data):
     got = ns.scan(to_sql(flt)).to_arrow()
     assert multiset(got) == multiset(expected), (spec, to_sql(flt))
     assert ns.scan(flt).count() == expected.num_rows
+
+
+@settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(rows=st.lists(row, min_size=15, max_size=60), versions=spec_versions(), data=st.data())
+def test_pruning_across_spec_versions_and_expressions(tmp_path, rows, versions, data):
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    ns = lp.create(str(tmp_path / f"ev{next(counter)}"), SCHEMA, "")
+    chunk = max(1, table.num_rows // len(versions))
+    columns = []
+    for k, (text, expressions) in enumerate(versions):
+        ns.evolve_spec(build_spec(ns, text, expressions, spec_id=k + 2))
+        ns.append(table.slice(k * chunk, chunk if k < len(versions) - 1 else None))
+        columns += spec_columns(text) + [c for c, _, _ in expressions]
+    flt = data.draw(predicates(columns), label="filter")
+    expected = table.filter(to_pyarrow(bind(flt, ns.schema)))
+    got = ns.scan(to_sql(flt)).to_arrow()
+    assert multiset(got) == multiset(expected), (versions, to_sql(flt))
