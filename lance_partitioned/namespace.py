@@ -23,6 +23,7 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.input import DataLike, iter_batches
+from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
 from lance_partitioned.operations.write import (
     APPEND,
@@ -259,6 +260,22 @@ class PartitionedNamespace:
         schema = evolution.update_schema(self._manifest, snapshot, change(snapshot.schema))
         self.refresh()
         return schema
+
+    def validate(self) -> list[str]:
+        """Check every partition table against the namespace schema and field ids.
+
+        Returns the inconsistencies found (an empty list when all is well); reads
+        of an inconsistent partition raise instead of returning wrong data.
+        """
+        problems: list[str] = []
+        for leaf in self._snapshot.leaves():
+            try:
+                ds = self._snapshot.open_leaf(leaf)
+            except Exception as exc:
+                problems.append(f"partition {leaf.object_id}: cannot open {leaf.location!r}: {exc}")
+                continue
+            problems.extend(check_leaf(self._snapshot.schema, ds, leaf.object_id))
+        return problems
 
     # -- description ---------------------------------------------------------
     def partitions(self, with_counts: bool = True) -> pa.Table:

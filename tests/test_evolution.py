@@ -92,6 +92,7 @@ def test_manifest_gains_columns_and_field_ids_are_reused(appendix_d):
     ns.append(events([(D(2027, 5, 5), "US")], start=200))
     assert {t.spec_id for t in ns.plan("event_date = '2027-05-05'")} == {3}
     assert ns.count() == 9
+    assert ns.validate() == []
 
 
 def test_invalid_evolution_changes_nothing(appendix_d):
@@ -206,6 +207,8 @@ def test_section4_read_impossible_cast_is_reported(tmp_path):
     ns.manifest.commit(base, row)
     with pytest.raises(lp.SchemaError, match="column 'event_date'"):
         lp.open(ns.root).scan().to_arrow()
+    problems = lp.open(ns.root).validate()
+    assert len(problems) == 1 and "'event_date' is string in the leaf but date32" in problems[0]
 
 
 def test_expression_fields_evolve_and_prune(appendix_d):

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
-from lance_partitioned.format.schema import FIELD_ID_KEY, Schema
+from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
 
@@ -163,3 +163,27 @@ class WriteMapping:
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
             arrays.append(_cast(nf.name, col, lf.type, f"writing partition {self.label}"))
         return pa.Table.from_arrays(arrays, schema=self.leaf_schema)
+
+
+def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str]:
+    """Inconsistencies between one leaf and the namespace schema (empty when consistent)."""
+    problems = []
+    try:
+        by_id = leaf_fields_by_id(leaf)
+    except KeyError as exc:
+        return [f"partition {label}: cannot map leaf columns to field ids ({exc})"]
+    for fid, lf in by_id.items():
+        if fid > schema.max_field_id:
+            problems.append(
+                f"partition {label}: column {lf.name!r} has field id {fid}, unknown to the namespace"
+            )
+            continue
+        if not schema.has_id(fid):
+            continue  # a dropped column: ignored on read, NULL on write
+        nf = schema.field_by_id(fid)
+        # evolution only ever widens; any other difference means someone else wrote the leaf
+        if not lf.type.equals(nf.type) and not is_lossless_widening(lf.type, nf.type):
+            problems.append(
+                f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} in the namespace"
+            )
+    return problems
