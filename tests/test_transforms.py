@@ -116,3 +116,13 @@ def test_bad_expressions_are_rejected(expression, result_type, message):
     schema = Schema.from_arrow(pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())]))
     with pytest.raises(SpecError, match=message):
         PartitionField("e", (0, 1), result_type, expression=expression).validate(schema)
+
+
+def test_expression_values_stay_aligned_with_rows_on_large_batches():
+    # DataFusion repartitions large inputs; values must still come back in row order
+    schema = Schema.from_arrow(pa.schema([pa.field("a", pa.int64())]))
+    batch = pa.record_batch({"a": pa.array(range(200_000), pa.int64())})
+    field = PartitionField("h", (0,), pa.int32(), expression="abs(murmur3(col0)) % 16")
+    from lance_partitioned.format.transforms import Bucket as B
+
+    assert field.values(batch, schema).equals(B(16).apply([batch.column(0)]))

@@ -52,9 +52,11 @@ def _kind(t: pa.DataType) -> str:
 
 
 def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None):
-    from datafusion import SessionContext, udf
+    from datafusion import SessionConfig, SessionContext, udf
 
-    ctx = SessionContext()
+    # One partition: DataFusion would otherwise repartition round-robin and
+    # return rows out of order, misaligning partition values with their rows.
+    ctx = SessionContext(SessionConfig().with_target_partitions(1))
     n = len(src_types)
     ctx.register_udf(
         udf(lambda a: hashing.murmur3(a), [src_types[0]], pa.int32(), "immutable", name="murmur3")

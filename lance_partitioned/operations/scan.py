@@ -83,9 +83,9 @@ def _filter_batch(batch: pa.RecordBatch, sql: str | None) -> pa.RecordBatch:
     """Apply a SQL filter to one batch with DataFusion (same dialect as Lance's filter)."""
     if sql is None or batch.num_rows == 0:
         return batch
-    from datafusion import SessionContext
+    from datafusion import SessionConfig, SessionContext
 
-    ctx = SessionContext()
+    ctx = SessionContext(SessionConfig().with_target_partitions(1))
     ctx.register_record_batches("t", [[batch]])
     out = ctx.sql(f"SELECT * FROM t WHERE {sql}").to_arrow_table()
     return pa.RecordBatch.from_arrays(
