@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import lance
 import pyarrow as pa
@@ -64,9 +64,8 @@ def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> Any:
     return pa.scalar(text).cast(arrow_type).as_py()
 
 
-@dataclass(frozen=True)
-class Leaf:
-    """One partition table as the manifest lists it."""
+class Leaf(NamedTuple):
+    """One partition table as the manifest lists it (a tuple: plans build thousands)."""
 
     object_id: str
     location: str
@@ -162,24 +161,34 @@ class Snapshot:
 
     def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
         data = rows.to_pydict()
-        out = []
-        for i, oid in enumerate(data["object_id"]):
-            sid = layout.spec_id_of(oid)
-            spec = self.specs.get(sid)
-            if spec is None:
-                raise SpecError(f"manifest row {oid!r} belongs to unknown spec version v{sid}")
-            out.append(
-                Leaf(
-                    object_id=oid,
-                    location=data["location"][i],
-                    spec_id=sid,
-                    values=tuple(data[f.column][i] for f in spec.fields),
-                    read_version=data["read_version"][i],
-                    read_branch=data["read_branch"][i],
-                    read_tag=data["read_tag"][i],
+        oids = data["object_id"]
+        # Column-wise work: this runs for every plan(), over up to tens of thousands of rows.
+        heads = [oid.partition(layout.SEPARATOR)[0] for oid in oids]
+        spec_of: dict[str, int] = {}
+        values_of: dict[int, list[tuple[Any, ...]]] = {}
+        for head in set(heads):
+            sid = layout.spec_id_of(head)
+            if sid not in self.specs:
+                raise SpecError(
+                    f"manifest rows under {head!r} belong to unknown spec version v{sid}"
+                )
+            spec_of[head] = sid
+            cols = [data[f.column] for f in self.specs[sid].fields]
+            values_of[sid] = list(zip(*cols, strict=True)) if cols else [()] * len(oids)
+        return [
+            Leaf(oid, loc, spec_of[head], values_of[spec_of[head]][i], rv, rb, rt)
+            for i, (oid, head, loc, rv, rb, rt) in enumerate(
+                zip(
+                    oids,
+                    heads,
+                    data["location"],
+                    data["read_version"],
+                    data["read_branch"],
+                    data["read_tag"],
+                    strict=True,
                 )
             )
-        return out
+        ]
 
     def leaves_of_spec(self, spec_id: int) -> list[Leaf]:
         return self.leaves(prefix_filter(layout.spec_namespace(spec_id)))

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -36,8 +35,7 @@ def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
 
 
-@dataclass(frozen=True)
-class ScanTask:
+class ScanTask(NamedTuple):
     """One leaf to read: where, at which version, and what it holds."""
 
     object_id: str
@@ -133,24 +131,23 @@ class Scan:
 
     def plan(self) -> list[ScanTask]:
         """The selected leaf tables, in manifest order."""
-        out = []
-        for leaf in self.leaves:
-            spec = self.snapshot.specs[leaf.spec_id]
-            out.append(
-                ScanTask(
-                    object_id=leaf.object_id,
-                    location=leaf.location,
-                    uri=self.snapshot.leaf_uri(leaf.location),
-                    read_version=leaf.read_version,
-                    read_branch=leaf.read_branch,
-                    read_tag=leaf.read_tag,
-                    spec_id=leaf.spec_id,
-                    partition_values={
-                        f.field_id: v for f, v in zip(spec.fields, leaf.values, strict=True)
-                    },
-                )
+        names = {
+            sid: [f.field_id for f in spec.fields] for sid, spec in self.snapshot.specs.items()
+        }
+        root = self.snapshot.manifest.root.rstrip("/") + "/"
+        return [
+            ScanTask(
+                leaf.object_id,
+                leaf.location,
+                root + leaf.location,
+                leaf.read_version,
+                leaf.read_branch,
+                leaf.read_tag,
+                leaf.spec_id,
+                dict(zip(names[leaf.spec_id], leaf.values, strict=True)),
             )
-        return out
+            for leaf in self.leaves
+        ]
 
     # -- reading ------------------------------------------------------------
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
