@@ -162,6 +162,10 @@ class Scan:
         fmapping = ReadMapping(self.snapshot.schema, filter_cols, ds, leaf.object_id)
         if fmapping.is_identity:
             # The leaf names every filter column as the namespace does: Lance filters it.
+            # Late materialisation (take the other columns row by row after the
+            # filter) loses to reading them whole at typical selectivities.
+            if self.sql is not None:
+                kwargs["late_materialization"] = False
             for batch in ds.to_batches(columns=mapping.leaf_columns, filter=self.sql, **kwargs):
                 yield mapping.conform(batch)
             return

@@ -2,7 +2,7 @@
 
 Each partition column is dictionary-encoded; the codes are combined into one
 int64 per row, and one stable argsort groups the rows. The batch is reordered
-with a single ``take`` and each group is a zero-copy slice of it.
+group by group with ``take``, so every group is a compact batch.
 """
 
 from __future__ import annotations
@@ -53,9 +53,11 @@ def split_by_keys(
     bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
     starts = np.concatenate(([0], bounds))
     ends = np.concatenate((bounds, [n]))
-    ordered = batch.take(pa.array(order))
+    # One compact take per group (not slices of one reordered batch): Lance
+    # writes compact arrays ~3x faster, and buffer accounting then measures
+    # memory that a flush really frees.
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        yield _key_at(key_arrays, int(order[s])), ordered.slice(s, e - s)
+        yield _key_at(key_arrays, int(order[s])), batch.take(pa.array(order[s:e]))
 
 
 def _key_at(key_arrays: Sequence[pa.Array], row: int) -> tuple[Any, ...]:
