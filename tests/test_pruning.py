@@ -14,7 +14,7 @@ import pyarrow.compute  # noqa: F401
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.format.sql import parse_filter, to_pyarrow
+from lance_partitioned.format.sql import parse_filter, to_pyarrow, to_sql
 from lance_partitioned.operations.pruning import bind
 
 UTC = dt.timezone.utc
@@ -229,3 +229,41 @@ def test_identity_operators(tmp_path_factory, table):
 def test_pruning_with_two_spec_fields_and_residual(by_year_month, table):
     sel = check(by_year_month, table, "d >= '2024-01-01' AND n > 0 AND name = 'apple'")
     assert all(k[0] >= 2024 for k in sel)
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        "d < '2023-03-15'",
+        "d <= '2023-03-15'",
+        "d > '2023-03-15'",
+        "d >= '2023-03-15'",
+        "d >= '2023-03-01' AND d <= '2023-03-31'",
+        "d > '2023-02-28' AND d < '2023-04-01'",
+        "d != '2023-03-06'",
+        "d IS NOT NULL AND d < '2024-01-01'",
+    ],
+)
+def test_residual_filters_at_and_inside_unit_boundaries(by_year_month, table, flt):
+    # rows are every 5 days, so every month holds rows on both sides of the 15th
+    check(by_year_month, table, flt)
+
+
+def test_residual_filter_drops_only_guaranteed_conjuncts(by_year_month):
+    from lance_partitioned.operations.pruning import residual_filter, to_nnf
+
+    ns = by_year_month
+    expr = to_nnf(bind(parse_filter("d >= '2023-03-01' AND d < '2023-06-01' AND n > 0"), ns.schema))
+    spec = ns.spec
+
+    def residual(year, month):
+        rest = residual_filter(expr, spec, ns.schema, {"d_year": year, "d_month": month})
+        return None if rest is None else to_sql(rest)
+
+    assert residual(2023, 4) == "n > 0"
+    assert residual(2023, 3) == "n > 0"  # starts exactly at the bound
+    assert residual(2023, 6) == "d < DATE '2023-06-01' AND n > 0"
+    assert residual(2023, 2) == "d >= DATE '2023-03-01' AND n > 0"
+    mid = to_nnf(bind(parse_filter("d <= '2023-03-15'"), ns.schema))
+    assert residual_filter(mid, spec, ns.schema, {"d_year": 2023, "d_month": 3}) is not None
+    assert residual_filter(mid, spec, ns.schema, {"d_year": 2023, "d_month": 2}) is None

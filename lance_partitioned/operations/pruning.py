@@ -413,6 +413,103 @@ def _sort_key(v: Any) -> tuple[int, Any]:
     return (0, "") if v is None else (1, v)
 
 
+# -- per-leaf residual filters ------------------------------------------------
+
+
+def _unit_interval(
+    values: dict[str, Any], chain: list[str]
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """[start, end) in naive UTC of the calendar unit named by year/month/day/hour values."""
+    y = values.get("year")
+    if y is None:
+        return None
+    m = values.get("month") if "month" in chain else None
+    d = values.get("day") if "day" in chain and m is not None else None
+    h = values.get("hour") if "hour" in chain and d is not None else None
+    try:
+        if m is None:
+            return dt.datetime(y, 1, 1), dt.datetime(y + 1, 1, 1)
+        start = dt.datetime(y, m, d or 1, h or 0)
+    except ValueError:
+        return None
+    if d is None:
+        end = dt.datetime(y + (m == 12), m % 12 + 1, 1)
+    elif h is None:
+        end = start + dt.timedelta(days=1)
+    else:
+        end = start + dt.timedelta(hours=1)
+    return start, end
+
+
+def _as_naive_utc(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
+    return None
+
+
+def _implied(
+    p: Expr, fields: list[PartitionField], values: dict[str, Any], src_type: pa.DataType
+) -> bool:
+    """True when every row of a partition with these values satisfies ``p``."""
+    if isinstance(p, IsNull) and p.negated:
+        return any(values[f.field_id] is not None for f in fields if len(f.source_ids) == 1)
+    if not isinstance(p, Compare) or p.literal.value is None:
+        return False
+    for f in fields:
+        v = values[f.field_id]
+        if isinstance(f.transform, Identity) and v is not None:
+            try:
+                return {
+                    "=": v == p.literal.value,
+                    "!=": v != p.literal.value,
+                    "<": v < p.literal.value,
+                    "<=": v <= p.literal.value,
+                    ">": v > p.literal.value,
+                    ">=": v >= p.literal.value,
+                }[p.op]
+            except TypeError:
+                return False
+    units = {
+        f.transform.type: values[f.field_id]
+        for f in fields
+        if isinstance(f.transform, TimeTransform)
+    }
+    chain = [u for u in TIME_UNITS if u in units]
+    interval = _unit_interval(units, chain) if None not in units.values() else None
+    lit = _as_naive_utc(p.literal.value)
+    if interval is None or lit is None or p.op in ("=", "!="):
+        return False
+    start, end = interval
+    # the largest stored value inside [start, end): one day for dates, one microsecond otherwise
+    last = end - (
+        dt.timedelta(days=1) if pa.types.is_date(src_type) else dt.timedelta(microseconds=1)
+    )
+    return {">=": start >= lit, ">": start > lit, "<": end <= lit, "<=": last <= lit}[p.op]
+
+
+def residual_filter(
+    expr: Expr, spec: PartitionSpec, schema: Schema, values: dict[str, Any]
+) -> Expr | None:
+    """``expr`` without the top-level conjuncts a partition's values already guarantee.
+
+    ``expr`` must be bound and in NNF. None means every row of the partition matches.
+    """
+    by_source: dict[str, list[PartitionField]] = {}
+    for f in spec.fields:
+        if f.transform is not None and len(f.source_ids) == 1 and schema.has_id(f.source_ids[0]):
+            by_source.setdefault(schema.field_by_id(f.source_ids[0]).name, []).append(f)
+    kept = []
+    for p in conjuncts(expr):
+        name = _ref_name(p)
+        fields = by_source.get(name) if name is not None else None
+        if fields and _implied(p, fields, values, schema.field(name).type):
+            continue
+        kept.append(p)
+    return and_all(kept) if kept else None
+
+
 # -- the manifest query -------------------------------------------------------
 
 

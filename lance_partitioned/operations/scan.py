@@ -26,7 +26,7 @@ from lance_partitioned.format.sql import (
     to_sql,
 )
 from lance_partitioned.operations.leaf_schema import ReadMapping
-from lance_partitioned.operations.pruning import bind, manifest_filter
+from lance_partitioned.operations.pruning import bind, manifest_filter, residual_filter, to_nnf
 
 FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
 
@@ -129,6 +129,19 @@ class Scan:
     def leaves(self) -> list[Leaf]:
         return self.snapshot.leaves(self.manifest_sql)
 
+    def _leaf_sql(self, leaf: Leaf) -> str | None:
+        """The filter one leaf still needs: conjuncts its partition values guarantee are dropped."""
+        if self.expr is None:
+            return None
+        spec = self.snapshot.specs[leaf.spec_id]
+        values = dict(zip((f.field_id for f in spec.fields), leaf.values, strict=True))
+        rest = residual_filter(self._nnf, spec, self.snapshot.schema, values)
+        return None if rest is None else to_sql(rest)
+
+    @cached_property
+    def _nnf(self) -> Expr:
+        return to_nnf(self.expr)
+
     def plan(self) -> list[ScanTask]:
         """The selected leaf tables, in manifest order."""
         names = {
@@ -162,11 +175,12 @@ class Scan:
         fmapping = ReadMapping(self.snapshot.schema, filter_cols, ds, leaf.object_id)
         if fmapping.is_identity:
             # The leaf names every filter column as the namespace does: Lance filters it.
+            sql = self._leaf_sql(leaf)
             # Late materialisation (take the other columns row by row after the
             # filter) loses to reading them whole at typical selectivities.
-            if self.sql is not None:
+            if sql is not None:
                 kwargs["late_materialization"] = False
-            for batch in ds.to_batches(columns=mapping.leaf_columns, filter=self.sql, **kwargs):
+            for batch in ds.to_batches(columns=mapping.leaf_columns, filter=sql, **kwargs):
                 yield mapping.conform(batch)
             return
         # Renamed or missing filter columns: conform first, then filter with DataFusion.
@@ -208,7 +222,7 @@ class Scan:
             ds = self.snapshot.open_leaf(leaf)
             cols = sorted(referenced_columns(self.expr)) if self.expr is not None else []
             if ReadMapping(self.snapshot.schema, cols, ds, leaf.object_id).is_identity:
-                return ds.count_rows(filter=self.sql)
+                return ds.count_rows(filter=self._leaf_sql(leaf))
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 
         with ThreadPoolExecutor(_threads()) as pool:
