@@ -19,11 +19,17 @@ from lance_partitioned.errors import (
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
+from lance_partitioned.operations.delete import DeleteResult
+from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.transaction import ForeignChangeError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError",
+    "DeleteResult",
+    "ForeignChangeError",
+    "MaintenanceReport",
     "FilterError",
     "NamespaceExistsError",
     "NotAPartitionedNamespaceError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -11,7 +12,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import layout
+from lance_partitioned.catalog import history, layout
 from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     Manifest,
@@ -21,9 +22,11 @@ from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_p
 from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
-from lance_partitioned.operations import evolution
+from lance_partitioned.operations import evolution, maintenance
+from lance_partitioned.operations.delete import DeleteResult, delete_rows
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
+from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
 from lance_partitioned.operations.write import (
     APPEND,
@@ -110,9 +113,14 @@ class PartitionedNamespace:
         root: str,
         version: int | str | None = None,
         storage_options: dict[str, str] | None = None,
+        asof: Any = None,
     ) -> PartitionedNamespace:
         """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag)."""
         manifest = Manifest(str(root), storage_options)
+        if asof is not None:  # the newest version committed at or before a datetime
+            if version is not None:
+                raise ValueError("pass either version or asof, not both")
+            version = history.version_asof(manifest, asof)
         return cls(manifest, Snapshot.load(manifest, version), pinned=version is not None)
 
     def refresh(self) -> PartitionedNamespace:
@@ -166,7 +174,7 @@ class PartitionedNamespace:
         data: DataLike,
         mode: str,
         *,
-        max_buffer_bytes: int = 512 << 20,
+        max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
     ) -> WriteResult:
@@ -339,6 +347,65 @@ class PartitionedNamespace:
             )
         return "\n".join(lines)
 
+    # -- transactions, time travel, maintenance (docs/TRANSACTIONS.md) ---------
+    def _check_not_pinned(self) -> None:
+        if self._pinned:
+            raise SchemaError(
+                "this handle is pinned to an old version; use refresh() before writing"
+            )
+
+    def delete(self, filter: FilterLike) -> DeleteResult:
+        """Delete the rows matching ``filter`` in one atomic transaction (``"true"``: all rows).
+
+        Partitions are pruned through ``__manifest`` first; every affected
+        partition changes in the same ``__manifest`` commit.
+        """
+        self._check_not_pinned()
+        if filter is None:
+            raise ValueError('delete needs a filter; pass "true" to delete every row')
+        result = delete_rows(self._manifest, filter)
+        self._snapshot = Snapshot.load(self._manifest, result.version)
+        return result
+
+    def tag(self, name: str, version: int | None = None) -> int:
+        """Name a ``__manifest`` version (default: this handle's) so it can be opened later
+        with ``lp.open(root, version=name)``; cleanup keeps it. Returns the version."""
+        target = self.version if version is None else version
+        history.create_tag(self._manifest, name, target)
+        return target
+
+    def tags(self) -> dict[str, int]:
+        """Tag name → ``__manifest`` version."""
+        return history.tags(self._manifest)
+
+    def delete_tag(self, name: str) -> None:
+        """Remove a tag; its versions become eligible for cleanup."""
+        history.delete_tag(self._manifest, name)
+
+    def compact(
+        self, target_rows_per_fragment: int = 1 << 20, compact_manifest: bool = True
+    ) -> MaintenanceReport:
+        """Merge small files of every partition (one atomic transaction) and of ``__manifest``."""
+        self._check_not_pinned()
+        report = maintenance.compact(self._manifest, target_rows_per_fragment, compact_manifest)
+        self.refresh()
+        return report
+
+    def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
+        """Remove versions no longer needed by any snapshot current within ``older_than``
+        (tagged snapshots are kept)."""
+        report = maintenance.cleanup(self._manifest, older_than)
+        if not self._pinned:
+            self.refresh()
+        return report
+
+    def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
+        """Remove what crashed or failed writers left behind (only things older than ``older_than``)."""
+        report = maintenance.vacuum(self._manifest, older_than)
+        if not self._pinned:
+            self.refresh()
+        return report
+
     def __repr__(self) -> str:
         return f"PartitionedNamespace({self.root!r}, version={self.version}, spec={self.spec.describe(self.schema)!r})"
 
@@ -354,10 +421,13 @@ def create(
 
 
 def open(
-    root: str, version: int | str | None = None, storage_options: dict[str, str] | None = None
+    root: str,
+    version: int | str | None = None,
+    storage_options: dict[str, str] | None = None,
+    asof: Any = None,
 ) -> PartitionedNamespace:  # noqa: A001
     """Open the partitioned namespace at ``root`` (see ``PartitionedNamespace.open``)."""
-    return PartitionedNamespace.open(root, version, storage_options)
+    return PartitionedNamespace.open(root, version, storage_options, asof=asof)
 
 
 __all__ = ["PartitionedNamespace", "PartitionField", "WriteResult", "create", "open"]

@@ -79,3 +79,21 @@ def test_leaf_field_ids_match_the_namespace(written):
         assert {f.name(): f.id() for f in fields} == {
             n: ns.schema.field_id(n) for n in ns.schema.names
         }
+
+
+def test_foreign_tables_beside_the_spec_versions_are_ignored(written):
+    import io
+
+    from lance.namespace import CreateTableRequest
+
+    ns, data = written
+    t = pa.table({"x": [1, 2]})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    DirectoryNamespace(root=ns.root).create_table(
+        CreateTableRequest(id=["scratch"]), sink.getvalue()
+    )
+    reopened = lp.open(ns.root)
+    assert reopened.count() == data.num_rows
+    assert all(task.object_id.startswith("v1$") for task in reopened.plan())

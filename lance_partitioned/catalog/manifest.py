@@ -13,8 +13,9 @@ same rows meanwhile, Lance refuses it and we raise ``CommitConflictError``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import lance
@@ -55,6 +56,9 @@ READ_FIELDS = [
 ]
 BASE_COLUMNS = [f.name for f in BASE_FIELDS]
 READ_COLUMNS = [f.name for f in READ_FIELDS]
+# A table row's read columns are mirrored in its ``metadata`` JSON under these
+# keys (strings), so that a foreign writer that drops the columns loses nothing.
+READ_MIRROR_KEYS = {c: f"lp.{c}" for c in READ_COLUMNS}
 
 
 def join_uri(root: str, name: str) -> str:
@@ -130,7 +134,21 @@ class Manifest:
                     f"{self.root!r} needs writer features {wflags:#x} that this version does not support; "
                     "refusing to write"
                 )
-        return ds
+        return self._repaired(ds, version)
+
+    def _repaired(self, ds: lance.LanceDataset, version: int | str | None) -> lance.LanceDataset:
+        """``ds``, or its repair when a foreign writer dropped our columns (``catalog.repair``)."""
+        from lance_partitioned.catalog import repair  # repair builds on this module
+
+        missing = repair.missing_columns(ds)
+        if not missing:
+            return ds
+        if version is not None:
+            raise NotAPartitionedNamespaceError(
+                f"__manifest version {ds.version} of {self.root!r} was rewritten by a foreign "
+                f"writer that dropped columns {missing}; open a later (repaired) or an earlier version"
+            )
+        return repair.repair(self, ds)
 
     def _local_exists(self) -> bool:
         if "://" in self.uri and not self.uri.startswith("file://"):
@@ -227,6 +245,57 @@ class Manifest:
         if missing:
             ds.add_columns([pa.field(f.name, f.type, nullable=True) for f in missing])
         return self.dataset()
+
+
+def with_read_mirror(
+    metadata: str | None,
+    read_version: int | None,
+    read_branch: str | None = None,
+    read_tag: str | None = None,
+) -> str:
+    """``metadata`` JSON with the ``lp.read_*`` mirror keys set (NULL values have no key)."""
+    meta = json.loads(metadata or "{}")
+    for column, value in zip(READ_COLUMNS, (read_version, read_branch, read_tag), strict=True):
+        key = READ_MIRROR_KEYS[column]
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = str(value)
+    return json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+
+
+def lock_rows(spec_ids: Iterable[int]) -> list[dict[str, Any]]:
+    """The ``v<N>`` rows a commit rewrites to conflict with any concurrent one that does too.
+
+    Lance rebases concurrent *inserts* without conflict, so commits that create
+    (or delete, or must not miss newly created) partitions of spec N all rewrite
+    the same row, which makes them conflict.
+    """
+    return [
+        {"object_id": f"v{sid}", "object_type": "namespace", "metadata": "{}"}
+        for sid in sorted(set(spec_ids))
+    ]
+
+
+def republish_rows(
+    ds: lance.LanceDataset, versions: dict[str, int], extra: Sequence[dict[str, Any]] = ()
+) -> pa.Table:
+    """Existing table rows of ``ds`` with ``read_version`` moved to ``versions[object_id]``.
+
+    ``read_branch``/``read_tag`` are cleared (a published main version wins) and
+    the metadata mirror follows. ``extra`` rows (lock rows) are appended.
+    """
+    ids = list(versions)
+    rows = ds.to_table(filter=_sql_in("object_id", ids)) if ids else ds.schema.empty_table()
+    data = rows.to_pylist()
+    for row in data:
+        version = versions[row["object_id"]]
+        row["read_version"] = version
+        row["read_branch"] = None
+        row["read_tag"] = None
+        row["metadata"] = with_read_mirror(row["metadata"], version)
+    data.extend(extra)
+    return pa.Table.from_pylist(data, schema=ds.schema)
 
 
 def manifest_schema(partition_fields: Sequence[pa.Field]) -> pa.Schema:

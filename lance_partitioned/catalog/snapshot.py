@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +29,8 @@ from lance_partitioned.catalog.manifest import (
 from lance_partitioned.errors import NotAPartitionedNamespaceError, SpecError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
+
+log = logging.getLogger(__name__)
 
 MIRROR_PREFIX = "partition."
 
@@ -166,7 +169,11 @@ class Snapshot:
         heads = [oid.partition(layout.SEPARATOR)[0] for oid in oids]
         spec_of: dict[str, int] = {}
         values_of: dict[int, list[tuple[Any, ...]]] = {}
-        for head in set(heads):
+        foreign = {h for h in heads if not (h.startswith("v") and h[1:].isdigit())}
+        if foreign:
+            # Tables other tools created beside the spec versions are not partitions.
+            log.debug("ignoring tables outside the spec version namespaces: %s", sorted(foreign))
+        for head in set(heads) - foreign:
             sid = layout.spec_id_of(head)
             if sid not in self.specs:
                 raise SpecError(
@@ -188,6 +195,7 @@ class Snapshot:
                     strict=True,
                 )
             )
+            if head not in foreign
         ]
 
     def leaves_of_spec(self, spec_id: int) -> list[Leaf]:

@@ -7,11 +7,12 @@ the driver):
    vectorised, splits batches, buffers rows per partition within a memory
    budget and writes Lance data files *without committing anything*. It
    returns ``WrittenFiles``: per leaf, the fragments it wrote.
-2. ``commit_write`` (once): commits each touched leaf, then makes the whole
-   write visible with **one** compare-and-swap commit on ``__manifest`` that
-   sets ``read_version`` of every touched leaf. Until that commit, readers of
-   the namespace see nothing of the write; if it fails, leaf commits are rolled
-   back and new leaf directories removed.
+2. ``commit_write`` (once): stages each touched leaf as an unpublished Lance
+   version built on the leaf's published content (``operations.transaction``),
+   then makes the whole write visible with **one** compare-and-swap commit on
+   ``__manifest`` that sets ``read_version`` of every touched leaf. Until that
+   commit, readers of the namespace see nothing of the write; if it fails, no
+   reader ever will (``docs/TRANSACTIONS.md``).
 
 New partitions get their namespace names and table directory from a keyed
 hash of ``(job secret, spec, key)``: random to an observer, yet identical in
@@ -21,16 +22,13 @@ location without talking to each other.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
-import shutil
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +37,32 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata, write_fragments
 
 from lance_partitioned.catalog import layout
-from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.input import InputConformer
-from lance_partitioned.operations.leaf_schema import WriteMapping, leaf_arrow_schema, leaf_fields_by_id
+from lance_partitioned.operations.leaf_schema import (
+    WriteMapping,
+    leaf_arrow_schema,
+    leaf_fields_by_id,
+)
 from lance_partitioned.operations.split import split_by_keys
+from lance_partitioned.operations.transaction import (
+    AppendFiles,
+    LeafChange,
+    ReplaceFiles,
+    StagedLeaf,
+    StagedSet,
+    new_txn_id,
+    pause_point,
+    published_version,
+    remove_dir,
+    remove_file,
+    run_parallel,
+    stage_leaf,
+    stage_new_leaf,
+)
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +204,7 @@ class PartitionWriter:
         snapshot: Snapshot,
         secret: bytes,
         *,
-        max_buffer_bytes: int = 512 << 20,
+        max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
     ):
@@ -241,7 +258,7 @@ class PartitionWriter:
         if not batches:
             return
         lw = self.result.leaves[(self.spec.spec_id, key)]
-        table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow)
+        table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
         target = self._leaf_target(lw)
         table = target.conform(table) if isinstance(target, WriteMapping) else table.cast(target)
         frags = write_fragments(
@@ -265,7 +282,9 @@ class PartitionWriter:
                 version=lw.base_version,
                 storage_options=self.snapshot.manifest.storage_options,
             )
-            mapping = WriteMapping(self.snapshot.schema, leaf.schema, leaf_fields_by_id(leaf), lw.object_id)
+            mapping = WriteMapping(
+                self.snapshot.schema, leaf.schema, leaf_fields_by_id(leaf), lw.object_id
+            )
             self._mappings[lw.object_id] = mapping
         return mapping
 
@@ -282,120 +301,43 @@ class PartitionWriter:
 
 
 # -- phase 2: publishing ------------------------------------------------------
+#
+# The protocol (docs/TRANSACTIONS.md): stage every touched leaf as a private
+# Lance version built on the leaf's *published* content (never on another
+# writer's unpublished version), then publish them all with one
+# compare-and-swap commit on __manifest. That commit is the only decision
+# point: before it readers see nothing of the write, after it everything.
 
 
 def _fragments(lw: LeafWrite) -> list[FragmentMetadata]:
     return [FragmentMetadata.from_json(f) for f in lw.fragments]
 
 
-def _fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
-    sig = []
-    for frag in ds.get_fragments():
-        md = frag.metadata
-        dfile = md.deletion_file
-        sig.append(
-            (
-                md.id,
-                tuple(f.path for f in md.files),
-                None if dfile is None else (dfile.read_version, dfile.id, dfile.num_deleted_rows),
-            )
-        )
-    return sig
+def _leaf_change(lw: LeafWrite, mode: str) -> LeafChange:
+    frags = _fragments(lw)
+    # existing leaves keep their own schema, which the files were written with
+    return AppendFiles(frags) if mode == APPEND else ReplaceFiles(None, frags)
 
 
-def _commit_leaf(snapshot: Snapshot, lw: LeafWrite, mode: str) -> int:
-    """Commit one leaf's files; returns the leaf's new version."""
+def _stage(
+    snapshot: Snapshot,
+    lw: LeafWrite,
+    published: Leaf | None,
+    mode: str,
+    staged: StagedSet,
+) -> StagedLeaf:
+    """Stage one leaf of a write: a new dataset for a new partition, else a new version."""
     uri = snapshot.leaf_uri(lw.location)
     opts = snapshot.manifest.storage_options
-    frags = _fragments(lw)
     if lw.is_new:
-        schema = leaf_arrow_schema(snapshot.schema)
-        ds = lance.LanceDataset.commit(
-            uri, lance.LanceOperation.Overwrite(schema, frags), storage_options=opts
+        staged.new_dirs.append(uri)
+        return stage_new_leaf(
+            uri, leaf_arrow_schema(snapshot.schema), _fragments(lw), staged.txn, opts
         )
-        if ds.version != 1:
-            raise CommitConflictError(f"new partition directory {lw.location!r} already had data")
-        return ds.version
-    latest = lance.dataset(uri, storage_options=opts)
-    if latest.version != lw.base_version:
-        # Versions beyond the published one come from a writer that has not published
-        # (or died). Building on them could publish its data: refuse unless they hold
-        # exactly the published content.
-        pinned = lance.dataset(uri, version=lw.base_version, storage_options=opts)
-        if _fragment_signature(pinned) != _fragment_signature(latest):
-            raise CommitConflictError(
-                f"partition {lw.object_id!r} has unpublished versions "
-                f"(published {lw.base_version}, latest {latest.version}): another writer is "
-                "in flight or died; retry later, or run recover() to roll it back"
-            )
-    op = (
-        lance.LanceOperation.Append(frags)
-        if mode == APPEND
-        # existing leaves keep their own schema, which the files were written with
-        else lance.LanceOperation.Overwrite(latest.schema, frags)
+    assert published is not None
+    return stage_leaf(
+        uri, published_version(uri, published, opts), _leaf_change(lw, mode), staged.txn, opts
     )
-    ds = lance.LanceDataset.commit(
-        uri, op, read_version=latest.version, storage_options=opts, max_retries=0
-    )
-    return ds.version
-
-
-def _commit_leaves(
-    snapshot: Snapshot, leaves: list[LeafWrite], mode: str, committed: dict[str, int]
-) -> None:
-    """Commit leaves in parallel, recording each success in ``committed``; re-raise the first failure."""
-    if not leaves:
-        return
-    errors: list[BaseException] = []
-    with ThreadPoolExecutor(max(1, min(8, len(leaves)))) as pool:
-        futures = {pool.submit(_commit_leaf, snapshot, lw, mode): lw for lw in leaves}
-        for fut in as_completed(futures):
-            try:
-                committed[futures[fut].object_id] = fut.result()
-            except BaseException as exc:  # collected; every leaf finishes before we decide
-                errors.append(exc)
-    if errors:
-        raise errors[0]
-
-
-def _rollback_leaf(snapshot: Snapshot, lw: LeafWrite, committed_version: int | None) -> None:
-    uri = snapshot.leaf_uri(lw.location)
-    try:
-        if lw.is_new:
-            _remove_dir(uri)
-        elif committed_version is not None and lw.base_version is not None:
-            lance.dataset(
-                uri, version=lw.base_version, storage_options=snapshot.manifest.storage_options
-            ).restore()
-    except Exception as exc:  # best effort; vacuum/recover finish the job
-        log.warning("could not roll back partition %s: %s", lw.object_id, exc)
-
-
-def _remove_dir(uri: str) -> None:
-    if "://" in uri and not uri.startswith("file://"):
-        return  # object stores: left to vacuum
-    path = uri[len("file://") :] if uri.startswith("file://") else uri
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
-    """Reclaim the files of a write that will not be committed."""
-    for lw in written.leaves.values():
-        uri = snapshot.leaf_uri(lw.location)
-        if lw.is_new:
-            _remove_dir(uri)
-        else:
-            for frag in _fragments(lw):
-                for f in frag.files:
-                    _remove_file(uri, f.path)
-
-
-def _remove_file(uri: str, name: str) -> None:
-    if "://" in uri and not uri.startswith("file://"):
-        return
-    path = uri[len("file://") :] if uri.startswith("file://") else uri
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(path, "data", name))
 
 
 def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str, int]) -> pa.Table:
@@ -416,24 +358,23 @@ def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str
             f = spec.fields[level - 1]
             row["metadata"] = mirror_metadata({f.field_id: lw.key[level - 1]})
             rows.append(row)
+        version = versions[lw.object_id]
         row = {
             "object_id": lw.object_id,
             "object_type": "table",
             "location": lw.location,
-            "metadata": mirror_metadata(
-                {f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}
+            "metadata": with_read_mirror(
+                mirror_metadata({f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}),
+                version,
             ),
-            "read_version": versions[lw.object_id],
+            "read_version": version,
         }
         row.update(dict(zip(cols, lw.key, strict=True)))
         rows.append(row)
     # Rows inserted concurrently under the same spec would not conflict in Lance
     # (inserts rebase), so every inserting commit also rewrites its spec's
     # version-namespace row: two such commits then conflict on that row.
-    for sid in sorted({lw.spec_id for lw in written.leaves.values() if lw.is_new}):
-        rows.append(
-            {"object_id": layout.spec_namespace(sid), "object_type": "namespace", "metadata": "{}"}
-        )
+    rows.extend(lock_rows({lw.spec_id for lw in written.leaves.values() if lw.is_new}))
     schema = snapshot.dataset.schema
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
 
@@ -461,6 +402,25 @@ def _deletes_for_overwrite(snapshot: Snapshot, keep: set[str]) -> list[str]:
     return out
 
 
+def _publish_rows(
+    base: Snapshot, written: WrittenFiles, staged: StagedSet, mode: str
+) -> tuple[pa.Table, list[str]]:
+    """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
+    versions = {oid: s.version for oid, s in staged.leaves.items()}
+    upserts = _manifest_rows(base, written, versions)
+    deletes: list[str] = []
+    if mode == OVERWRITE:
+        keep = {lw.object_id for lw in written.leaves.values()}
+        keep |= {oid for lw in written.leaves.values() for oid, _ in lw.new_namespaces}
+        deletes = _deletes_for_overwrite(base, keep)
+        if deletes:
+            lock = pa.Table.from_pylist(
+                lock_rows({layout.spec_id_of(d) for d in deletes}), schema=base.dataset.schema
+            )
+            upserts = _dedupe(pa.concat_tables([upserts, lock]))
+    return upserts, deletes
+
+
 def commit_write(
     manifest: Manifest,
     snapshot: Snapshot,
@@ -472,54 +432,50 @@ def commit_write(
 
     Modes: ``append``; ``overwrite`` (the whole namespace becomes exactly this
     write); ``dynamic`` (only the partitions in this write are replaced).
-    On a conflict that rebasing cannot resolve, leaf commits are rolled back and
-    CommitConflictError is raised; the namespace is unchanged.
+
+    Contract: when this returns, the write is visible to every reader of the
+    returned version and later ones, all at once; when it raises, no reader of
+    any version ever sees any of it (staged leaf versions stay unpublished and
+    the next writer or ``vacuum`` reclaims them). A concurrent commit to other
+    partitions is rebased over; a concurrent append to the same partition is
+    rebased over by an append; anything else raises a retryable
+    CommitConflictError.
     """
     if mode not in (APPEND, OVERWRITE, DYNAMIC):
         raise ValueError(f"unknown write mode {mode!r}; use append, overwrite or dynamic")
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    committed: dict[str, int] = {}
+    staged = StagedSet(new_txn_id(), manifest.storage_options)
+    existing = [lw for lw in written.leaves.values() if not lw.is_new]
+    planned: dict[str, Leaf] = {}
+    if existing:
+        by_id = {leaf.object_id: leaf for leaf in snapshot.leaves()}
+        planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
+    pause_point("files_written")
+    published: int | None = None
     try:
-        _commit_leaves(snapshot, list(written.leaves.values()), mode, committed)
+        run_parallel(
+            list(written.leaves.values()),
+            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged),
+            lambda lw, s: staged.leaves.__setitem__(lw.object_id, s),
+        )
+        pause_point("leaves_staged")
         base = snapshot
         for attempt in range(max_rebase + 1):
-            upserts = _manifest_rows(base, written, committed)
-            deletes: list[str] = []
-            if mode == OVERWRITE:
-                keep = {lw.object_id for lw in written.leaves.values()}
-                keep |= {oid for lw in written.leaves.values() for oid, _ in lw.new_namespaces}
-                deletes = _deletes_for_overwrite(base, keep)
-                if deletes:
-                    specs = {layout.spec_id_of(d) for d in deletes}
-                    lock = pa.Table.from_pylist(
-                        [
-                            {
-                                "object_id": layout.spec_namespace(s),
-                                "object_type": "namespace",
-                                "metadata": "{}",
-                            }
-                            for s in specs
-                        ],
-                        schema=base.dataset.schema,
-                    )
-                    upserts = _dedupe(pa.concat_tables([upserts, lock]))
+            upserts, deletes = _publish_rows(base, written, staged, mode)
             try:
                 published = manifest.commit(base.dataset, upserts, deletes).version
                 break
             except CommitConflictError:
                 if attempt == max_rebase:
                     raise
-                base = _rebase(manifest, snapshot, written)
-        else:
-            raise AssertionError("unreachable")
+                base = _rebase(manifest, snapshot, written, mode, planned, staged)
     except BaseException:
-        for lw in written.leaves.values():
-            if lw.object_id in committed or lw.is_new:
-                _rollback_leaf(snapshot, lw, committed.get(lw.object_id))
+        if published is None and not staged.landed(manifest, snapshot.version):
+            staged.rollback()
         raise
-    # Outside the try: once __manifest is committed the write is published, and
-    # nothing may roll its leaves back (a failure here must not delete its data).
+    # Once __manifest is committed the write is published: nothing below may undo it.
+    pause_point("published")
     return Snapshot.load(manifest, published)
 
 
@@ -533,12 +489,33 @@ def _dedupe(table: pa.Table) -> pa.Table:
     return table.take(keep)
 
 
-def _rebase(manifest: Manifest, planned: Snapshot, written: WrittenFiles) -> Snapshot:
-    """Reload the manifest and check our write still applies on top of it."""
+def _rebase(
+    manifest: Manifest,
+    planned: Snapshot,
+    written: WrittenFiles,
+    mode: str,
+    published: dict[str, Leaf],
+    staged: StagedSet,
+) -> Snapshot:
+    """Reload the manifest after a conflict and make the write apply on top of it.
+
+    - the schema or spec changed, or a partition this write creates was created
+      meanwhile: fail;
+    - full overwrite: fail if any partition changed (it would silently erase a
+      concurrent write);
+    - a touched partition was republished: appends re-stage on the new
+      published version (blind appends commute); overwrites fail.
+    """
     latest = Snapshot.load(manifest, for_write=True)
     if latest.specs != planned.specs or latest.schema != planned.schema:
         raise CommitConflictError("the namespace schema or partition spec changed during the write")
     by_id = {leaf.object_id: leaf for leaf in latest.leaves()}
+    if mode == OVERWRITE:
+        before = {leaf.object_id: leaf.version_ref() for leaf in planned.leaves()}
+        if before != {oid: leaf.version_ref() for oid, leaf in by_id.items()}:
+            raise CommitConflictError(
+                "partitions changed concurrently during an overwrite of the whole namespace"
+            )
     by_key = {(leaf.spec_id, tuple(leaf.values)) for leaf in by_id.values()}
     for (sid, key), lw in written.leaves.items():
         if lw.is_new:
@@ -546,14 +523,34 @@ def _rebase(manifest: Manifest, planned: Snapshot, written: WrittenFiles) -> Sna
                 raise CommitConflictError(
                     f"partition {key} of spec v{sid} was created concurrently by another writer"
                 )
-        else:
-            now = by_id.get(lw.object_id)
-            if now is None or now.read_version != lw.base_version:
-                raise CommitConflictError(
-                    f"partition {lw.object_id!r} was changed or removed concurrently by another writer"
-                )
+            continue
+        now = by_id.get(lw.object_id)
+        if now is not None and now.version_ref() == published[lw.object_id].version_ref():
+            continue
+        if now is None or mode != APPEND:
+            raise CommitConflictError(
+                f"partition {lw.object_id!r} was changed or removed concurrently by another writer"
+            )
+        uri = latest.leaf_uri(lw.location)
+        opts = manifest.storage_options
+        staged.leaves[lw.object_id] = stage_leaf(
+            uri, published_version(uri, now, opts), _leaf_change(lw, mode), staged.txn, opts
+        )
+        published[lw.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)
     return latest
+
+
+def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
+    """Reclaim the files of a write that will not be committed (nothing was staged)."""
+    for lw in written.leaves.values():
+        uri = snapshot.leaf_uri(lw.location)
+        if lw.is_new:
+            remove_dir(uri)
+        else:
+            for frag in _fragments(lw):
+                for f in frag.files:
+                    remove_file(uri, f.path)
 
 
 def new_job_secret() -> bytes:

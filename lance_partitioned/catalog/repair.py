@@ -1,0 +1,191 @@
+"""Repair ``__manifest`` after a foreign writer dropped our columns.
+
+Every ``DirectoryNamespace`` write in pylance (``create_namespace``,
+``create_table``, ``drop_table``, ...) rewrites ``__manifest`` as a Lance
+``Overwrite`` with only the five base columns. The rows, their ``metadata``
+JSON and the table metadata (schema, specs) survive; ``read_*`` and
+``partition_field_*`` columns do not. Everything they held is recoverable:
+
+- partition values from the metadata mirror (``partition.<field_id>``): a table
+  row lists every field of its spec (missing key = NULL); a namespace row at
+  level k holds field k, and inherits fields 1..k-1 from its ancestors' rows;
+- ``read_version`` / ``read_branch`` / ``read_tag`` from the newest earlier
+  ``__manifest`` version that still had the columns (exact), else from the
+  ``lp.read_*`` mirror keys our writers keep in every table row's metadata,
+  else NULL (the row then reads the leaf's latest version, and a warning says
+  so).
+
+The repair is one strict compare-and-swap ``Overwrite`` on ``__manifest`` on top
+of the damaged version: if anyone commits meanwhile, it is retried from there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import lance
+import pyarrow as pa
+from lance.dataset import Transaction
+from lance.fragment import write_fragments
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.manifest import (
+    READ_COLUMNS,
+    READ_MIRROR_KEYS,
+    SPEC_KEY_PREFIX,
+    Manifest,
+    manifest_schema,
+)
+
+log = logging.getLogger(__name__)
+
+MIRROR_PREFIX = "partition."
+REPAIR_PROPERTY = "lp.txn"
+
+
+def _partition_fields(meta: dict[str, str]) -> dict[int, list[tuple[str, str, pa.DataType]]]:
+    """spec id → [(field_id, column, result_type)] from the table metadata."""
+    from lance_partitioned.format.spec import PartitionSpec
+
+    out = {}
+    for key, value in meta.items():
+        if key.startswith(SPEC_KEY_PREFIX) and key[len(SPEC_KEY_PREFIX) :].isdigit():
+            spec = PartitionSpec.from_json(value)
+            out[spec.spec_id] = [(f.field_id, f.column, f.result_type) for f in spec.fields]
+    return out
+
+
+def missing_columns(ds: lance.LanceDataset) -> list[str]:
+    """Our columns that ``ds`` lacks (empty when it is intact)."""
+    names = set(ds.schema.names)
+    wanted = list(READ_COLUMNS)
+    try:
+        fields = _partition_fields(ds.metadata)
+    except Exception:  # a broken spec is reported by Snapshot.load, not here
+        fields = {}
+    for spec_fields in fields.values():
+        wanted.extend(column for _, column, _ in spec_fields)
+    return [c for c in dict.fromkeys(wanted) if c not in names]
+
+
+def _history(manifest: Manifest, damaged: lance.LanceDataset) -> dict[str, dict[str, Any]]:
+    """object_id → read columns, from the newest earlier version that still had them."""
+    for v in reversed(damaged.versions()):
+        if v["version"] >= damaged.version:
+            continue
+        try:
+            ds = manifest.dataset(v["version"])
+        except Exception:
+            continue
+        if not set(READ_COLUMNS) <= set(ds.schema.names):
+            continue
+        data = ds.to_table(columns=["object_id", *READ_COLUMNS]).to_pylist()
+        log.info("repair: read columns taken from __manifest version %d", v["version"])
+        return {row["object_id"]: row for row in data}
+    return {}
+
+
+def rebuild(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[pa.Table, list[str]]:
+    """The repaired rows (full schema) and a list of human-readable notes."""
+    from lance_partitioned.catalog.snapshot import parse_partition_value
+
+    fields = _partition_fields(damaged.metadata)
+    columns: dict[str, pa.DataType] = {}
+    for spec_fields in fields.values():
+        for _fid, column, rtype in spec_fields:
+            columns.setdefault(column, rtype)
+    schema = manifest_schema([pa.field(c, t) for c, t in columns.items()])
+    rows = damaged.to_table().to_pylist()
+    meta_of = {r["object_id"]: json.loads(r.get("metadata") or "{}") for r in rows}
+    history = _history(manifest, damaged)
+    notes: list[str] = []
+    from_history = from_mirror = unknown = 0
+    out = []
+    for row in rows:
+        oid = row["object_id"]
+        fixed = {k: row.get(k) for k in schema.names if k in row}
+        parts = layout.split_id(oid)
+        head = parts[0]
+        spec_fields = (
+            fields.get(int(head[1:])) if head.startswith("v") and head[1:].isdigit() else None
+        )
+        if spec_fields and len(parts) > 1:
+            is_table = row["object_type"] == "table"
+            depth = len(spec_fields) if is_table else len(parts) - 1
+            for level, (fid, column, rtype) in enumerate(spec_fields[:depth], start=1):
+                # a table row lists every value; a namespace row only its own level's
+                owner = oid if is_table else layout.join_id(*parts[: level + 1])
+                text = meta_of.get(owner, {}).get(MIRROR_PREFIX + fid)
+                if column not in row or row.get(column) is None:
+                    fixed[column] = parse_partition_value(text, rtype)
+        if row["object_type"] == "table" and not all(c in row for c in READ_COLUMNS):
+            old = history.get(oid)
+            if old is not None:
+                fixed.update({c: old[c] for c in READ_COLUMNS})
+                from_history += 1
+            else:
+                meta = meta_of.get(oid, {})
+                mirrored = {c: meta.get(READ_MIRROR_KEYS[c]) for c in READ_COLUMNS}
+                if any(v is not None for v in mirrored.values()):
+                    rv = mirrored["read_version"]
+                    fixed["read_version"] = int(rv) if rv is not None else None
+                    fixed["read_branch"] = mirrored["read_branch"]
+                    fixed["read_tag"] = mirrored["read_tag"]
+                    from_mirror += 1
+                else:
+                    unknown += 1
+                    notes.append(f"{oid}: read_version unknown; it now reads the latest version")
+        out.append(fixed)
+    notes.insert(
+        0,
+        f"{len(out)} rows; read columns of {from_history} table rows from history, "
+        f"{from_mirror} from the metadata mirror, {unknown} unknown",
+    )
+    return pa.Table.from_pylist(out, schema=schema), notes
+
+
+def repair(
+    manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5
+) -> lance.LanceDataset:
+    """Restore our columns on top of ``damaged`` (the latest version) and return the result."""
+    for _ in range(attempts):
+        missing = missing_columns(damaged)
+        if not missing:
+            return damaged
+        table, notes = rebuild(manifest, damaged)
+        frags = write_fragments(
+            table,
+            manifest.uri,
+            schema=table.schema,
+            mode="overwrite",
+            storage_options=manifest.storage_options,
+        )
+        op = lance.LanceOperation.Overwrite(table.schema, frags)
+        try:
+            repaired = lance.LanceDataset.commit(
+                manifest.uri,
+                Transaction(
+                    damaged.version, op, transaction_properties={REPAIR_PROPERTY: "repair"}
+                ),
+                read_version=damaged.version,
+                storage_options=manifest.storage_options,
+                max_retries=0,
+            )
+        except Exception as exc:
+            if "conflict" not in str(exc).lower() and "conflict" not in type(exc).__name__.lower():
+                raise
+            damaged = manifest.dataset()  # someone committed (or repaired) meanwhile
+            continue
+        log.warning(
+            "repaired %s: a foreign writer had dropped columns %s from __manifest version %d; "
+            "restored them as version %d (%s)",
+            manifest.root,
+            missing,
+            damaged.version,
+            repaired.version,
+            "; ".join(notes),
+        )
+        return repaired
+    raise RuntimeError(f"could not repair __manifest of {manifest.root!r}: it kept changing")

@@ -1,0 +1,99 @@
+"""Deleting rows by predicate across partitions, in one transaction.
+
+Partitions are pruned through ``__manifest`` first; each remaining leaf gets a
+Lance ``Delete`` (deletion vectors) staged on its published version, and one
+``__manifest`` commit publishes them all (``operations.transaction``).
+
+A delete *reads* (it decides which rows match), so it must not be rebased over
+a concurrent change: its commit also rewrites the ``v<N>`` lock row of every
+spec, and any conflict re-plans the whole delete on the latest version. That
+makes it serialisable in ``__manifest`` commit order, including against
+writers that create new matching partitions meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.format.expressions import referenced_columns
+from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.transaction import (
+    DeleteRows,
+    StagedLeaf,
+    StagedSet,
+    new_txn_id,
+    pause_point,
+    published_version,
+    run_parallel,
+    stage_leaf,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What a delete did: the new ``__manifest`` version, rows removed, partitions changed."""
+
+    version: int
+    rows: int
+    partitions: int
+
+
+def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -> DeleteResult:
+    """Delete every row matching ``filter`` (all rows when None) in one transaction.
+
+    Contract: readers of any ``__manifest`` version see all of the delete or
+    none of it; on failure nothing is published. Retries by re-planning on
+    conflict, then raises a retryable CommitConflictError.
+    """
+    last: CommitConflictError | None = None
+    for _attempt in range(max_attempts):
+        snapshot = Snapshot.load(manifest, for_write=True)
+        try:
+            return _delete_once(manifest, snapshot, filter)
+        except CommitConflictError as exc:
+            if not getattr(exc, "retryable", True):
+                raise
+            last = exc
+            log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
+    assert last is not None
+    raise last
+
+
+def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> DeleteResult:
+    scan = Scan(snapshot, filter)
+    predicate = scan.sql or "true"
+    columns = sorted(referenced_columns(scan.expr)) if scan.expr is not None else []
+    leaves = scan.leaves
+    opts = manifest.storage_options
+    staged = StagedSet(new_txn_id(), opts)
+    changes: dict[str, DeleteRows] = {}
+
+    def stage(leaf: Leaf) -> StagedLeaf:
+        uri = snapshot.leaf_uri(leaf.location)
+        change = changes.setdefault(
+            leaf.object_id, DeleteRows(predicate, snapshot.schema, columns, leaf.object_id)
+        )
+        return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
+
+    published = None
+    try:
+        run_parallel(leaves, stage, lambda leaf, s: staged.leaves.__setitem__(leaf.object_id, s))
+        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+        if not versions:
+            return DeleteResult(snapshot.version, 0, 0)
+        pause_point("leaves_staged")
+        rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs))
+        published = manifest.commit(snapshot.dataset, rows).version
+    except BaseException:
+        if published is None and not staged.landed(manifest, snapshot.version):
+            staged.rollback()
+        raise
+    pause_point("published")
+    deleted = sum(changes[oid].deleted for oid in versions)
+    return DeleteResult(published, deleted, len(versions))

@@ -1,0 +1,425 @@
+"""Maintenance that is safe while readers and writers run: compact, cleanup, vacuum.
+
+Safety rests on two rules (``docs/TRANSACTIONS.md`` §5):
+
+- **Retention.** A ``__manifest`` version is kept while it was current within
+  the retention period (its successor is newer than the cutoff) or is tagged;
+  every leaf version such a manifest version references is kept. So a reader
+  pinned to a snapshot can finish within the retention period.
+- **Grace.** Nothing younger than the cutoff is removed when no manifest
+  version references it: files and leaf versions of a transaction still in
+  flight are young. A transaction must therefore finish within the retention
+  period it runs under (default one day for vacuum, seven for cleanup).
+
+Compaction is an ordinary transaction: per-leaf Lance ``Rewrite`` versions
+staged on the published content, published by one ``__manifest`` commit, so
+readers never see a half-compacted namespace and concurrent writers rebase
+over it (or it skips the partitions they changed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+
+from lance_partitioned.catalog.manifest import Manifest, join_uri, republish_rows
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.operations.transaction import (
+    TXN_PROPERTY,
+    CompactFiles,
+    StagedLeaf,
+    StagedSet,
+    foreign_versions,
+    fragment_signature,
+    is_conflict,
+    local_path,
+    new_txn_id,
+    pause_point,
+    published_version,
+    run_parallel,
+    stage_leaf,
+)
+
+log = logging.getLogger(__name__)
+
+# Our leaf directories: <8 hex>_v<N>$...$dataset. Anything else under the root
+# (foreign tables, user files) is never touched.
+LEAF_DIR = re.compile(r"^[0-9a-f]{8}_v[0-9]+\$.*\$dataset$")
+SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/")
+
+
+@dataclass
+class MaintenanceReport:
+    """What a maintenance call did."""
+
+    manifest_versions_removed: int = 0
+    leaf_versions_removed: int = 0
+    files_removed: int = 0
+    dirs_removed: int = 0
+    bytes_removed: int = 0
+    leaves_healed: int = 0
+    leaves_compacted: int = 0
+    fragments_rewritten: int = 0
+    manifest_compacted: bool = False
+    version: int | None = None  # __manifest version after the call
+    skipped: list[str] = field(default_factory=list)  # partitions left for next time
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now()  # Lance version timestamps are naive local time
+
+
+# -- what retained manifest versions reference ---------------------------------------
+
+
+def _read_refs(mds: lance.LanceDataset) -> list[tuple[str, int | None, str | None, str | None]]:
+    names = mds.schema.names
+    cols = [c for c in ("location", "read_version", "read_branch", "read_tag") if c in names]
+    data = mds.to_table(columns=cols, filter="object_type = 'table'").to_pydict()
+    n = len(data["location"])
+    get = lambda c: data.get(c, [None] * n)  # noqa: E731 - columns a foreign writer dropped
+    return list(
+        zip(get("location"), get("read_version"), get("read_branch"), get("read_tag"), strict=True)
+    )
+
+
+def leaf_references(manifest: Manifest) -> tuple[dict[str, set[int]], dict[str, int | None]]:
+    """Leaf versions referenced by any existing ``__manifest`` version, and the current ones.
+
+    Returns ``(location -> versions, location -> current read_version)``; a
+    tag-pinned row references its tag's version; a NULL row references the
+    leaf's latest version, which nothing ever removes.
+    """
+    latest = manifest.dataset()
+    refs: dict[str, set[int]] = {}
+    tags_of: dict[str, dict[str, int]] = {}
+    for v in latest.versions():
+        mds = latest if v["version"] == latest.version else manifest.dataset(v["version"])
+        for location, version, branch, tag in _read_refs(mds):
+            if location is None:
+                continue
+            seen = refs.setdefault(location, set())
+            if tag is not None and branch is None:
+                if location not in tags_of:
+                    uri = join_uri(manifest.root, location)
+                    try:
+                        tags_of[location] = {
+                            n: i["version"]
+                            for n, i in lance.dataset(uri, storage_options=manifest.storage_options)
+                            .tags.list()
+                            .items()
+                        }
+                    except Exception:
+                        tags_of[location] = {}
+                if tag in tags_of[location]:
+                    seen.add(tags_of[location][tag])
+            elif version is not None and branch is None:
+                seen.add(version)
+    current = {
+        loc: ver
+        for loc, ver, br, tag in _read_refs(latest)
+        if loc is not None and br is None and tag is None
+    }
+    return refs, current
+
+
+# -- leaves ----------------------------------------------------------------------
+
+
+def _heal(uri: str, current: int, cutoff: dt.datetime, opts: dict[str, str] | None) -> bool:
+    """If the leaf's latest version is an old unpublished one of ours, restore the published one.
+
+    This makes the unpublished versions non-latest, so they can be removed.
+    Young ones may belong to a transaction in flight and are left alone.
+    """
+    ds = lance.dataset(uri, storage_options=opts)
+    if ds.version == current:
+        return False
+    if ds.versions()[-1]["timestamp"] >= cutoff:
+        return False
+    pinned = lance.dataset(uri, version=current, storage_options=opts)
+    if fragment_signature(pinned) == fragment_signature(ds):
+        return False
+    if foreign_versions(ds, current):
+        log.warning("leaf %s has foreign versions above its published one; not healing", uri)
+        return False
+    from lance.dataset import Transaction
+
+    lance.LanceDataset.commit(
+        uri,
+        Transaction(
+            ds.version,
+            lance.LanceOperation.Restore(current),
+            transaction_properties={TXN_PROPERTY: "vacuum-" + new_txn_id()},
+        ),
+        read_version=ds.version,
+        storage_options=opts,
+        max_retries=0,
+    )
+    log.info("leaf %s: restored published version %d over unpublished versions", uri, current)
+    return True
+
+
+def _remove_leaf_versions(
+    uri: str,
+    keep: set[int],
+    cutoff: dt.datetime,
+    opts: dict[str, str] | None,
+    report: MaintenanceReport,
+) -> None:
+    ds = lance.dataset(uri, storage_options=opts)
+    tagged = {info["version"] for info in ds.tags.list().values()}
+    remove = [
+        v["version"]
+        for v in ds.versions()
+        if v["version"] != ds.version
+        and v["version"] not in keep
+        and v["version"] not in tagged
+        and v["timestamp"] < cutoff
+    ]
+    if not remove:
+        return
+    stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
+    report.leaf_versions_removed += stats.old_versions
+    report.bytes_removed += stats.bytes_removed
+    report.files_removed += stats.data_files_removed + stats.deletion_files_removed
+
+
+def _sweep_leaves(
+    manifest: Manifest, cutoff: dt.datetime, heal: bool, report: MaintenanceReport
+) -> set[str]:
+    """Heal (optionally) and drop unreferenced old versions of every referenced leaf."""
+    refs, current = leaf_references(manifest)
+    opts = manifest.storage_options
+    for location, keep in sorted(refs.items()):
+        uri = join_uri(manifest.root, location)
+        try:
+            if (
+                heal
+                and current.get(location) is not None
+                and _heal(uri, current[location], cutoff, opts)
+            ):
+                report.leaves_healed += 1
+            _remove_leaf_versions(uri, keep, cutoff, opts, report)
+            if heal:
+                _sweep_orphan_files(uri, cutoff, opts, report)
+        except Exception as exc:  # best effort per leaf; the next run retries
+            if not is_conflict(exc):
+                log.warning("maintenance skipped leaf %s: %s", location, exc)
+            report.skipped.append(location)
+    return set(refs)
+
+
+def _sweep_orphan_files(
+    uri: str, cutoff: dt.datetime, opts: dict[str, str] | None, report: MaintenanceReport
+) -> None:
+    """Delete data, deletion and transaction files no version of the dataset references."""
+    base = local_path(uri)
+    if base is None:
+        return  # object stores: Lance's own cleanup_old_versions(delete_unverified=True) applies
+    ds = lance.dataset(uri, storage_options=opts)
+    tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
+    cutoff_utc = cutoff.astimezone(dt.timezone.utc)
+    for f in ds.all_files().read_all().to_pylist():
+        path = f["path"]
+        if path in tracked or not path.startswith(SWEPT_PREFIXES):
+            continue
+        if f["last_modified"] >= cutoff_utc:
+            continue
+        try:
+            os.remove(os.path.join(base, path))
+        except FileNotFoundError:
+            continue
+        report.files_removed += 1
+        report.bytes_removed += f["size_bytes"]
+
+
+def _newest_mtime(path: str) -> float:
+    newest = os.path.getmtime(path)
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                newest = max(newest, os.path.getmtime(os.path.join(dirpath, name)))
+            except FileNotFoundError:
+                continue
+    return newest
+
+
+def _sweep_orphan_dirs(
+    manifest: Manifest, referenced: set[str], cutoff: dt.datetime, report: MaintenanceReport
+) -> None:
+    root = local_path(manifest.root)
+    if root is None:
+        return
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if name in referenced or not LEAF_DIR.match(name) or not os.path.isdir(path):
+            continue
+        if dt.datetime.fromtimestamp(_newest_mtime(path)) >= cutoff:
+            continue  # a writer may be filling it right now
+        import shutil
+
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(path) for f in fs)
+        shutil.rmtree(path, ignore_errors=True)
+        report.dirs_removed += 1
+        report.bytes_removed += size
+        log.info("vacuum removed orphan partition directory %s", name)
+
+
+# -- public entry points ------------------------------------------------------------
+
+
+def cleanup(
+    manifest: Manifest, older_than: dt.timedelta = dt.timedelta(days=7)
+) -> MaintenanceReport:
+    """Remove ``__manifest`` versions superseded before ``now - older_than`` (tags are kept),
+    then every leaf version that no remaining manifest version references and that is older
+    than the cutoff.
+
+    Contract: a snapshot (manifest version) that was current at any time within
+    the retention period, or is tagged, stays fully readable.
+    """
+    report = MaintenanceReport()
+    cutoff = _now() - older_than
+    ds = manifest.dataset()
+    versions = ds.versions()
+    tagged = {info["version"] for info in ds.tags.list().values()}
+    remove = [
+        v["version"]
+        for v, nxt in zip(versions, versions[1:], strict=False)
+        if nxt["timestamp"] < cutoff and v["version"] not in tagged
+    ]
+    if remove:
+        stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
+        report.manifest_versions_removed = stats.old_versions
+        report.bytes_removed += stats.bytes_removed
+    _sweep_leaves(manifest, cutoff, heal=False, report=report)
+    report.version = manifest.dataset().version
+    return report
+
+
+def vacuum(
+    manifest: Manifest, older_than: dt.timedelta = dt.timedelta(days=1)
+) -> MaintenanceReport:
+    """Reclaim what crashed or failed writers left behind, if older than ``older_than``.
+
+    - leaf directories that no existing ``__manifest`` version references;
+    - leaf versions that no manifest version references (unpublished staged
+      versions), after restoring the published content over them;
+    - data, deletion and transaction files that no version references, in
+      leaves and in ``__manifest``.
+    Never removes a manifest version (that is ``cleanup``).
+    """
+    report = MaintenanceReport()
+    cutoff = _now() - older_than
+    referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report)
+    _sweep_orphan_dirs(manifest, referenced, cutoff, report)
+    _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)
+    report.version = manifest.dataset().version
+    return report
+
+
+def compact(
+    manifest: Manifest,
+    target_rows_per_fragment: int = 1 << 20,
+    compact_manifest: bool = True,
+    max_attempts: int = 3,
+) -> MaintenanceReport:
+    """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
+
+    Partitions a concurrent writer changes meanwhile are skipped (listed in
+    ``report.skipped``); the rest are published together.
+    """
+    report = MaintenanceReport()
+    snapshot = Snapshot.load(manifest, for_write=True)
+    opts = manifest.storage_options
+    staged = StagedSet(new_txn_id(), opts)
+    changes: dict[str, CompactFiles] = {}
+    planned = {leaf.object_id: leaf for leaf in snapshot.leaves()}
+
+    def stage(leaf: Leaf) -> StagedLeaf:
+        uri = snapshot.leaf_uri(leaf.location)
+        change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
+        return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
+
+    def record(leaf: Leaf, s: StagedLeaf | None) -> None:
+        if s is not None:
+            staged.leaves[leaf.object_id] = s
+
+    published = None
+    try:
+        run_parallel(list(planned.values()), _tolerant(stage, report), record)
+        pause_point("leaves_staged")
+        base = snapshot
+        for _attempt in range(max_attempts):
+            versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+            if not versions:
+                break
+            try:
+                published = manifest.commit(
+                    base.dataset, republish_rows(base.dataset, versions)
+                ).version
+                break
+            except CommitConflictError:
+                base = Snapshot.load(manifest, for_write=True)
+                now = {leaf.object_id: leaf.version_ref() for leaf in base.leaves()}
+                for oid in list(versions):
+                    if now.get(oid) != planned[oid].version_ref():
+                        report.skipped.append(oid)
+                        StagedSet(staged.txn, opts, {oid: staged.leaves.pop(oid)}).rollback()
+    except BaseException:
+        if published is None:
+            staged.rollback()
+        raise
+    if published is not None:
+        pause_point("published")
+        compacted = {oid for oid, s in staged.leaves.items() if s.changed}
+        report.leaves_compacted = len(compacted)
+        report.fragments_rewritten = sum(changes[oid].rewritten for oid in compacted)
+    elif any(s.changed for s in staged.leaves.values()):
+        staged.rollback()
+    if compact_manifest:
+        report.manifest_compacted = _compact_manifest(manifest)
+    report.version = manifest.dataset().version
+    return report
+
+
+def _tolerant(fn: Any, report: MaintenanceReport) -> Any:
+    """Compaction is best effort per leaf: a leaf that cannot be staged now is skipped."""
+
+    def wrapped(leaf: Leaf) -> StagedLeaf | None:
+        try:
+            return fn(leaf)
+        except PartitionedNamespaceError as exc:  # conflicts, foreign versions, branch pins
+            report.skipped.append(leaf.object_id)
+            log.info("compaction skipped %s: %s", leaf.object_id, exc)
+            return None
+
+    return wrapped
+
+
+def _compact_manifest(manifest: Manifest) -> bool:
+    """Rewrite ``__manifest``'s small fragments (each commit adds one); a concurrent commit wins."""
+    ds = manifest.dataset()
+    if len(ds.get_fragments()) <= 1 and not any(
+        f.metadata.deletion_file is not None for f in ds.get_fragments()
+    ):
+        return False
+    try:
+        ds.optimize.compact_files(materialize_deletions_threshold=0.0)
+    except Exception as exc:
+        if is_conflict(exc):
+            log.info("__manifest compaction lost to a concurrent commit; try again later")
+            return False
+        raise
+    return True
+
+
+__all__ = ["MaintenanceReport", "cleanup", "compact", "leaf_references", "vacuum"]

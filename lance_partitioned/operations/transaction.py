@@ -1,0 +1,544 @@
+"""Leaf staging: the per-partition half of a multi-partition transaction.
+
+A namespace transaction (``docs/TRANSACTIONS.md``) never changes what readers
+see until one compare-and-swap commit on ``__manifest`` sets ``read_version``
+of every partition it touched. Before that commit it *stages* each touched leaf:
+it commits a new Lance version of the leaf that nobody reads yet. Staging keeps
+one invariant, which is what makes crashed and concurrent writers harmless:
+
+    A staged version's parent holds exactly the leaf's *published* content
+    (the version ``__manifest`` points readers to), and the staged version is
+    the transaction's operation applied to that parent and nothing else.
+
+Lance histories are linear, so a leaf's latest version may hold *unpublished*
+versions of other transactions (a writer that crashed, lost its manifest
+commit, or is still in flight). Staging never builds on them: when the latest
+version's content differs from the published one, it first commits a
+``Restore`` of the published version, then its own operation, and accepts the
+result only if Lance put it directly on top (version = parent + 1). Anything
+else means another commit slipped in between; the attempt is discarded and
+retried. Every commit we make carries ``lp.txn=<transaction id>`` in its Lance
+transaction properties, so versions written by anyone else (plain Lance
+appends to a leaf) are recognised and never restored over silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+import pyarrow as pa
+from lance.dataset import Transaction
+from lance.fragment import FragmentMetadata
+
+from lance_partitioned.catalog.snapshot import Leaf
+from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+
+log = logging.getLogger(__name__)
+
+TXN_PROPERTY = "lp.txn"
+PAUSE_ENV = "LP_TEST_PAUSE_AT"
+PAUSE_DIR_ENV = "LP_TEST_PAUSE_DIR"
+STAGE_ATTEMPTS = 8
+
+_paused: set[str] = set()
+
+
+class ForeignChangeError(CommitConflictError):
+    """A leaf has versions beyond its published one that no namespace transaction wrote.
+
+    Someone committed to the leaf with plain Lance. Building on such a version
+    would publish rows the namespace never decided on, and restoring over it
+    would discard them, so the write refuses; retrying does not help.
+    """
+
+    retryable = False
+
+
+def new_txn_id() -> str:
+    """A fresh transaction id (32 lowercase hex characters)."""
+    return uuid.uuid4().hex
+
+
+def pause_point(name: str) -> None:
+    """Test hook: when ``LP_TEST_PAUSE_AT`` lists ``name``, stop here once.
+
+    Writes ``<LP_TEST_PAUSE_DIR>/<name>.paused`` and waits until the test
+    creates ``<name>.go`` (or kills the process). Costs one environment lookup
+    otherwise.
+    """
+    points = os.environ.get(PAUSE_ENV)
+    if not points or name not in points.split(",") or name in _paused:
+        return
+    _paused.add(name)
+    folder = os.environ.get(PAUSE_DIR_ENV, ".")
+    with open(os.path.join(folder, f"{name}.paused"), "w") as fh:
+        fh.write(str(os.getpid()))
+    go = os.path.join(folder, f"{name}.go")
+    while not os.path.exists(go):
+        time.sleep(0.01)
+
+
+def pausing() -> bool:
+    """Whether a test hook is active (staging then runs leaf by leaf, deterministically)."""
+    return bool(os.environ.get(PAUSE_ENV))
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether a Lance error is a commit conflict (retryable by design)."""
+    if isinstance(exc, CommitConflictError):
+        return True
+    return "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower()
+
+
+# -- what a transaction does to one leaf ----------------------------------------
+
+
+class LeafChange:
+    """One transaction's operation on one leaf, built against the leaf's published content.
+
+    ``rebaseable`` says whether the same change may be re-staged on a newer
+    published version after a concurrent writer changed the leaf (true only for
+    blind appends: they read nothing, so any order is a valid serial order).
+    """
+
+    rebaseable = False
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        """The Lance operation to commit on ``base``; None when there is nothing to do."""
+        raise NotImplementedError
+
+
+@dataclass
+class AppendFiles(LeafChange):
+    """Add already-written fragments."""
+
+    fragments: list[FragmentMetadata]
+    rebaseable = True
+
+    def operation(self, base: lance.LanceDataset) -> Any:
+        return lance.LanceOperation.Append(self.fragments)
+
+
+@dataclass
+class ReplaceFiles(LeafChange):
+    """Replace the leaf's content with already-written fragments (Lance ``Overwrite``).
+
+    ``schema`` None keeps the leaf's own schema (the files were written with it).
+    """
+
+    schema: pa.Schema | None
+    fragments: list[FragmentMetadata]
+
+    def operation(self, base: lance.LanceDataset) -> Any:
+        return lance.LanceOperation.Overwrite(self.schema or base.schema, self.fragments)
+
+
+@dataclass
+class DeleteRows(LeafChange):
+    """Delete the rows matching a SQL predicate (deletion vectors written per fragment).
+
+    The predicate names namespace columns. When ``schema`` is given and the leaf
+    does not name every ``columns`` entry as the namespace does (a column was
+    renamed or added after the leaf was written), rows are matched in namespace
+    form with DataFusion and deleted by row address, never by the leaf's names.
+    """
+
+    predicate: str
+    schema: Any = None  # format.schema.Schema
+    columns: list[str] = field(default_factory=list)
+    label: str = ""
+    deleted: int = 0
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        predicate = self._leaf_predicate(base)
+        if predicate is None:
+            self.deleted = 0
+            return None
+        self.deleted = base.count_rows(filter=predicate)
+        if self.deleted == 0:
+            return None
+        updated, removed = [], []
+        for frag in base.get_fragments():
+            new = frag.delete(predicate)
+            if new is None:
+                removed.append(frag.fragment_id)
+            elif new.deletion_file != frag.metadata.deletion_file:
+                updated.append(new)
+        return lance.LanceOperation.Delete(updated, removed, self.predicate)
+
+    def _leaf_predicate(self, base: lance.LanceDataset) -> str | None:
+        if self.schema is None or not self.columns:
+            return self.predicate
+        from lance_partitioned.operations.leaf_schema import ReadMapping
+
+        mapping = ReadMapping(self.schema, self.columns, base, self.label)
+        if mapping.is_identity:
+            return self.predicate
+        addresses: list[int] = []
+        for batch in base.to_batches(columns=mapping.leaf_columns, with_row_address=True):
+            rows = mapping.conform(batch)
+            rows = rows.append_column("_lp_addr", batch.column("_rowaddr"))
+            addresses.extend(_datafusion_filter(rows, self.predicate).to_pylist())
+        if not addresses:
+            return None
+        return f"_rowaddr IN ({', '.join(str(a) for a in addresses)})"
+
+
+def _datafusion_filter(batch: pa.RecordBatch, sql: str) -> pa.Array:
+    """``_lp_addr`` of the rows of ``batch`` matching ``sql`` (Lance's SQL dialect)."""
+    from datafusion import SessionConfig, SessionContext
+
+    ctx = SessionContext(SessionConfig().with_target_partitions(1))
+    ctx.register_record_batches("t", [[batch]])
+    out = ctx.sql(f"SELECT _lp_addr FROM t WHERE {sql}").to_arrow_table()
+    return out.column(0).combine_chunks()
+
+
+@dataclass
+class CompactFiles(LeafChange):
+    """Rewrite small fragments (and materialise deletions) into fewer, larger ones."""
+
+    target_rows_per_fragment: int = 1 << 20
+    rewritten: int = 0
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        import lance.optimize as lo
+
+        options = lo.CompactionOptions(target_rows_per_fragment=self.target_rows_per_fragment)
+        plan = lo.Compaction.plan(base, options)
+        if plan.num_tasks() == 0:
+            return None
+        results = [task.execute(base) for task in plan.tasks]
+        self.rewritten = sum(len(r.original_fragments) for r in results)
+        groups = [
+            lance.LanceOperation.RewriteGroup(r.original_fragments, r.new_fragments)
+            for r in results
+        ]
+        return lance.LanceOperation.Rewrite(groups, [])
+
+
+# -- staging ------------------------------------------------------------------
+
+
+@dataclass
+class StagedLeaf:
+    """A leaf version committed by transaction ``txn`` but not (yet) published."""
+
+    uri: str
+    published: int  # the version whose content the staged version builds on
+    version: int  # the staged version (== published when the change was a no-op)
+
+    @property
+    def changed(self) -> bool:
+        return self.version != self.published
+
+
+def fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
+    """What a version holds: fragment ids, data files and deletion files, plus the schema."""
+    sig: list[tuple[Any, ...]] = [("schema", ds.schema.to_string(show_schema_metadata=False))]
+    for frag in ds.get_fragments():
+        md = frag.metadata
+        dfile = md.deletion_file
+        sig.append(
+            (
+                md.id,
+                tuple(f.path for f in md.files),
+                None if dfile is None else (dfile.read_version, dfile.id, dfile.num_deleted_rows),
+            )
+        )
+    return sig
+
+
+def published_version(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> int | None:
+    """The main-branch version whose content readers see for ``leaf`` (None: latest main)."""
+    if leaf.read_branch is not None:
+        raise PartitionedNamespaceError(
+            f"partition {leaf.object_id!r} is pinned to branch {leaf.read_branch!r}; "
+            "writing to a branch-pinned partition is not supported"
+        )
+    if leaf.read_tag is not None:
+        return lance.dataset(uri, storage_options=storage_options).tags.get_version(leaf.read_tag)
+    return leaf.read_version
+
+
+def _commit(
+    base: lance.LanceDataset,
+    op: Any,
+    read_version: int,
+    txn: str,
+    storage_options: dict[str, str] | None,
+) -> lance.LanceDataset:
+    """A strict commit of ``op`` on ``base`` tagged with our transaction id.
+
+    Passing the open dataset (not its URI) spares Lance re-reading the manifest,
+    which halves the cost of staging many leaves.
+    """
+    return lance.LanceDataset.commit(
+        base,
+        Transaction(read_version, op, transaction_properties={TXN_PROPERTY: txn}),
+        read_version=read_version,
+        storage_options=storage_options,
+        max_retries=0,
+    )
+
+
+def foreign_versions(latest: lance.LanceDataset, after: int) -> list[int]:
+    """Versions in ``(after, latest]`` not written by a namespace transaction."""
+    out = []
+    for v in range(after + 1, latest.version + 1):
+        try:
+            t = latest.read_transaction(v)
+        except Exception:  # cleaned up: only unpublished versions of ours are ever removed
+            continue
+        if t is None or TXN_PROPERTY not in (t.transaction_properties or {}):
+            out.append(v)
+    return out
+
+
+def _clean_base(
+    uri: str, published: int, txn: str, storage_options: dict[str, str] | None
+) -> lance.LanceDataset:
+    """The latest version if it holds exactly the published content, else a fresh Restore of it."""
+    latest = lance.dataset(uri, storage_options=storage_options)
+    if latest.version == published:
+        return latest
+    try:
+        pinned = lance.dataset(uri, version=published, storage_options=storage_options)
+    except Exception as exc:
+        # Only a version nobody publishes any more is ever cleaned up: the partition
+        # was republished since this transaction planned.
+        raise CommitConflictError(
+            f"leaf {uri!r}: version {published} this transaction planned on was cleaned up "
+            "(the partition changed since); retry the write"
+        ) from exc
+    if fragment_signature(pinned) == fragment_signature(latest):
+        return latest
+    foreign = foreign_versions(latest, published)
+    if foreign:
+        raise ForeignChangeError(
+            f"leaf {uri!r} has versions {foreign} beyond its published version {published} that "
+            "were not written by a namespace transaction (plain Lance writes to a partition "
+            "table); publish them or restore the leaf to version "
+            f"{published} before writing to this partition"
+        )
+    # Unpublished versions of crashed, failed or in-flight transactions: never build on them.
+    log.info("leaf %s: restoring published version %d over unpublished versions", uri, published)
+    return _commit(
+        latest, lance.LanceOperation.Restore(published), latest.version, txn, storage_options
+    )
+
+
+def stage_leaf(
+    uri: str,
+    published: int | None,
+    change: LeafChange,
+    txn: str,
+    storage_options: dict[str, str] | None = None,
+    attempts: int = STAGE_ATTEMPTS,
+) -> StagedLeaf:
+    """Commit ``change`` as a new leaf version on top of the published content.
+
+    Contract: the returned version's parent holds exactly the content of
+    ``published`` (None: the latest version at the time of the call) and the
+    version adds ``change`` and nothing else. Raises CommitConflictError when
+    concurrent commits to the leaf keep slipping in, ForeignChangeError when
+    the leaf holds versions no namespace transaction wrote.
+    """
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(random.uniform(0.005, 0.05) * attempt)  # desynchronise competing writers
+        pub = published
+        if pub is None:
+            pub = lance.dataset(uri, storage_options=storage_options).version
+        try:
+            base = _clean_base(uri, pub, txn, storage_options)
+            op = change.operation(base)
+            if op is None:
+                return StagedLeaf(uri, pub, pub)
+            result = _commit(base, op, base.version, txn, storage_options)
+        except PartitionedNamespaceError:
+            raise  # ours: foreign versions, a cleaned-up base; retrying here cannot help
+        except Exception as exc:
+            if not is_conflict(exc):
+                raise
+            last = exc
+            continue
+        if result.version == base.version + 1:
+            return StagedLeaf(uri, pub, result.version)
+        # Another commit landed between base and ours: ours may include it. Unusable.
+        last = None
+        log.info(
+            "leaf %s: staged version %d was not on top of %d; retrying",
+            uri,
+            result.version,
+            base.version,
+        )
+    raise CommitConflictError(
+        f"could not stage a change on leaf {uri!r}: concurrent commits to it kept interleaving"
+        + (f" ({last})" if last else "")
+        + "; the write was not published and can be retried"
+    )
+
+
+def stage_new_leaf(
+    uri: str,
+    schema: pa.Schema,
+    fragments: list[FragmentMetadata],
+    txn: str,
+    storage_options: dict[str, str] | None = None,
+) -> StagedLeaf:
+    """Create a new leaf dataset (version 1) from already-written fragments."""
+    try:
+        ds = lance.LanceDataset.commit(
+            uri,
+            Transaction(
+                0,
+                lance.LanceOperation.Overwrite(schema, fragments),
+                transaction_properties={TXN_PROPERTY: txn},
+            ),
+            storage_options=storage_options,
+            max_retries=0,
+        )
+    except OSError as exc:
+        raise CommitConflictError(
+            f"new partition directory {uri!r} already holds a dataset: {exc}"
+        ) from exc
+    if ds.version != 1:
+        raise CommitConflictError(f"new partition directory {uri!r} already had data")
+    return StagedLeaf(uri, None, 1)
+
+
+def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:
+    """Best effort: if ``staged`` is still the leaf's latest version, restore the published one.
+
+    Not needed for correctness (the next writer restores over unpublished
+    versions anyway); it keeps plain-Lance readers of the latest version tidy.
+    """
+    if not staged.changed:
+        return
+    try:
+        latest = lance.dataset(staged.uri, storage_options=storage_options)
+        if latest.version == staged.version:
+            _commit(
+                latest,
+                lance.LanceOperation.Restore(staged.published),
+                latest.version,
+                txn,
+                storage_options,
+            )
+    except Exception as exc:  # vacuum finishes the job
+        log.warning("could not roll back leaf %s: %s", staged.uri, exc)
+
+
+def run_parallel(
+    items: Sequence[Any], fn: Callable[[Any], Any], on_done: Callable[[Any, Any], None]
+) -> None:
+    """Apply ``fn`` to every item (in threads unless a test pause is active).
+
+    ``on_done(item, result)`` records each success as it happens, so that a
+    failure elsewhere can still roll back what succeeded. Every item finishes
+    before the first failure is re-raised.
+    """
+    if not items:
+        return
+    if pausing() or len(items) == 1:
+        errors: list[BaseException] = []
+        for i, item in enumerate(items):
+            try:
+                on_done(item, fn(item))
+            except BaseException as exc:
+                errors.append(exc)
+                break
+            if i == 0:
+                pause_point("leaf_staged")
+        if errors:
+            raise errors[0]
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    errors = []
+    with ThreadPoolExecutor(max(1, min(8, len(items)))) as pool:
+        futures = {pool.submit(fn, item): item for item in items}
+        for fut in as_completed(futures):
+            try:
+                on_done(futures[fut], fut.result())
+            except BaseException as exc:  # collected; all leaves finish before we decide
+                errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+@dataclass
+class StagedSet:
+    """Every leaf a transaction staged, by object id; what rollback undoes."""
+
+    txn: str
+    storage_options: dict[str, str] | None
+    leaves: dict[str, StagedLeaf] = field(default_factory=dict)
+    new_dirs: list[str] = field(default_factory=list)
+
+    def landed(self, manifest: Any, planned_version: int) -> bool:
+        """Whether the latest ``__manifest`` publishes any staged version (a commit that raised late).
+
+        When in doubt, say yes: keeping unpublished files is harmless (vacuum
+        reclaims them), deleting a published leaf is not.
+        """
+        from lance_partitioned.format.sql import render_literal
+
+        try:
+            latest = manifest.dataset()
+            changed = {oid: s.version for oid, s in self.leaves.items() if s.changed}
+            if latest.version == planned_version or not changed:
+                return False
+            rows = latest.to_table(
+                columns=["object_id", "read_version"],
+                filter=f"object_id IN ({', '.join(render_literal(o) for o in changed)})",
+            ).to_pydict()
+            now = dict(zip(rows["object_id"], rows["read_version"], strict=True))
+            return any(now.get(oid) == v for oid, v in changed.items())
+        except Exception as exc:
+            log.warning(
+                "cannot tell whether the transaction was published (%s); keeping files", exc
+            )
+            return True
+
+    def rollback(self) -> None:
+        """Undo staging of a transaction that will not publish (best effort, idempotent)."""
+        pause_point("rolling_back")
+        for staged in self.leaves.values():
+            unstage_leaf(staged, self.txn, self.storage_options)
+        for uri in self.new_dirs:
+            remove_dir(uri)
+
+
+def local_path(uri: str) -> str | None:
+    """The filesystem path of a local URI, None for object stores."""
+    if "://" in uri and not uri.startswith("file://"):
+        return None
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def remove_dir(uri: str) -> None:
+    """Remove a directory tree (local only; object stores are left to vacuum)."""
+    import shutil
+
+    path = local_path(uri)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_file(uri: str, name: str) -> None:
+    path = local_path(uri)
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(path, "data", name))

@@ -1,0 +1,150 @@
+"""compact / cleanup / vacuum: what they remove, what they keep, and safety under load."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+
+import lance
+import pytest
+from lance.fragment import write_fragments
+from txn_helpers import (
+    SCHEMA,
+    SPEC,
+    assert_no_orphans,
+    kill,
+    records,
+    replay,
+    rows,
+    spawn,
+    state,
+    table_state,
+)
+
+import lance_partitioned as lp
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.operations.transaction import AppendFiles, stage_leaf
+from lance_partitioned.operations.write import PartitionWriter, new_job_secret
+
+
+@pytest.fixture
+def ns(tmp_path):
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, SPEC)
+    for i in range(6):
+        ns.append(rows(f"t{i}", [0, 1, 2], 2, 100 * i))
+    return ns
+
+
+def fragments(root: str, task) -> int:
+    return len(
+        lance.dataset(os.path.join(root, task.location), version=task.read_version).get_fragments()
+    )
+
+
+def test_compact_leaves_and_manifest_in_one_transaction(ns):
+    before, v = state(ns.root), ns.version
+    assert all(fragments(ns.root, t) == 6 for t in ns.plan())
+    manifest_frags = len(ns.manifest.dataset().get_fragments())
+    assert manifest_frags > 1
+    report = ns.compact()
+    assert report.leaves_compacted == 3 and report.fragments_rewritten == 18
+    assert report.manifest_compacted
+    assert all(fragments(ns.root, t) == 1 for t in ns.plan())
+    assert len(ns.manifest.dataset().get_fragments()) == 1
+    assert state(ns.root) == before
+    assert state(ns.root, v) == before  # the old snapshot is still there
+    assert state(ns.root, v + 1) == before  # leaf compaction: one manifest version
+    again = ns.compact()
+    assert again.leaves_compacted == 0 and not again.manifest_compacted
+
+
+def test_cleanup_keeps_snapshots_current_within_retention(ns):
+    pinned = lp.open(ns.root, version=ns.version)
+    expected = state(ns.root)
+    ns.append(rows("late", [0, 3], 1, 9000))
+    ns.compact()
+    report = ns.cleanup(older_than=dt.timedelta(hours=1))
+    assert report.manifest_versions_removed == 0 and report.leaf_versions_removed == 0
+    assert table_state(pinned.to_arrow(columns=["id", "part", "txn"])) == expected
+    latest = state(ns.root)
+    report = ns.cleanup(older_than=dt.timedelta(0))
+    assert report.manifest_versions_removed > 0 and report.leaf_versions_removed > 0
+    assert [v["version"] for v in ns.versions()] == [ns.version]
+    assert state(ns.root) == latest
+    for task in ns.plan():  # only the published version of each leaf is left
+        ds = lance.dataset(task.uri)
+        assert [v["version"] for v in ds.versions()] == [task.read_version]
+
+
+def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):
+    expected = state(ns.root)
+    snap = Snapshot.load(ns.manifest, for_write=True)
+    writer = PartitionWriter(snap, new_job_secret())
+    writer.write(rows("dead", [1, 5], 3, 5000).to_batches()[0])
+    writer.finish()  # files written, never committed: the process "died" here
+    uri = os.path.join(ns.root, ns.plan("part = 2")[0].location)
+    frags = write_fragments(rows("ghost", [2], 2, 6000), uri, schema=lance.dataset(uri).schema)
+    stage_leaf(uri, ns.plan("part = 2")[0].read_version, AppendFiles(frags), "dead")
+    young = ns.vacuum()  # default: only what is older than a day
+    assert young.dirs_removed == young.files_removed == young.leaf_versions_removed == 0
+    report = ns.vacuum(older_than=dt.timedelta(0))
+    assert report.dirs_removed == 1  # the new partition 5
+    assert report.files_removed >= 1  # the data file for partition 1
+    assert report.leaves_healed == 1 and report.leaf_versions_removed >= 1  # partition 2
+    assert state(ns.root) == expected
+    assert_no_orphans(ns.root)
+    assert lance.dataset(uri).count_rows() == 12
+    ns.append(rows("next", [1, 2, 5], 1, 7000))
+    assert state(ns.root) == expected + table_state(rows("next", [1, 2, 5], 1, 7000))
+
+
+def test_maintenance_while_writers_and_readers_run(tmp_path):
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, SCHEMA, SPEC)
+    init = rows("init", [0, 1, 2, 3], 1, 10**9)
+    successes = [
+        {"txn": "init", "op": "append", "parts": [0, 1, 2, 3], "version": ns.append(init).version}
+        | {"ids": init["id"].to_pylist()}
+    ]
+    stop = str(tmp_path / "stop")
+    writer = spawn(root, "loop", "1", "20", "3", "6", str(tmp_path / "w.log"))
+    readers = [spawn(root, "read", str(tmp_path / f"r{i}.log"), stop) for i in range(2)]
+    rounds = removed = compacted = 0
+    try:
+        while writer.poll() is None:
+            handle = lp.open(root)
+            compacted += handle.compact().leaves_compacted
+            removed += handle.cleanup(older_than=dt.timedelta(seconds=3)).manifest_versions_removed
+            handle.vacuum(older_than=dt.timedelta(seconds=3))
+            rounds += 1
+            time.sleep(0.2)
+    finally:
+        open(stop, "w").close()
+        for proc in readers:
+            proc.wait(timeout=60)
+        for proc in [writer, *readers]:
+            if proc.poll() is None:
+                kill(proc)
+    for proc in [writer, *readers]:
+        assert proc.returncode == 0, proc.stderr.read()
+    assert rounds >= 2 and compacted > 0 and removed > 0, (rounds, compacted, removed)
+    recs = records(str(tmp_path / "w.log"))
+    successes += [r for r in recs if not r.get("failed")]
+    assert all(r["retryable"] for r in recs if r.get("failed"))
+    assert len(successes) == 21
+    # maintenance publishes versions with unchanged content: a snapshot at version v
+    # holds the transactions committed at or before v
+    for i in range(2):
+        for rec in records(str(tmp_path / f"r{i}.log")):
+            assert "error" not in rec, rec
+            assert table_state_from(rec["rows"]) == replay(successes, rec["version"])
+    assert state(root) == replay(successes)
+    lp.open(root).vacuum(older_than=dt.timedelta(0))
+    assert_no_orphans(root)
+
+
+def table_state_from(triples):
+    from collections import Counter
+
+    return Counter(tuple(x) for x in triples)

@@ -1,0 +1,305 @@
+"""The transaction protocol in one process: staging invariants, G4, deletes, time travel,
+tags, and repair after a foreign ``DirectoryNamespace`` writer.
+
+Crash and multi-process behaviour is in ``test_crash.py`` and ``test_concurrency.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+
+import lance
+import pyarrow as pa
+import pytest
+from lance.fragment import write_fragments
+from lance.namespace import (
+    CreateNamespaceRequest,
+    DescribeNamespaceRequest,
+    DirectoryNamespace,
+    ListNamespacesRequest,
+)
+from txn_helpers import SCHEMA, SPEC, rows, state, table_state
+
+import lance_partitioned as lp
+from lance_partitioned.catalog.manifest import READ_MIRROR_KEYS
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.operations.transaction import (
+    TXN_PROPERTY,
+    AppendFiles,
+    ForeignChangeError,
+    LeafChange,
+    ReplaceFiles,
+    fragment_signature,
+    stage_leaf,
+)
+from lance_partitioned.operations.write import PartitionWriter, commit_write, new_job_secret
+
+
+@pytest.fixture
+def ns(tmp_path):
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, SPEC)
+    ns.append(rows("b0", [0, 1, 2, 3, 4], 3, 0))
+    return ns
+
+
+def leaf_uri(ns, part: int) -> tuple[str, int]:
+    (task,) = ns.plan(f"part = {part}")
+    return os.path.join(ns.root, task.location), task.read_version
+
+
+def manifest_table(root: str) -> pa.Table:
+    return lance.dataset(os.path.join(root, "__manifest")).to_table()
+
+
+# -- the protocol ------------------------------------------------------------------
+
+
+def test_one_manifest_commit_per_write_and_read_version_mirror(ns):
+    v = ns.version
+    ns.append(rows("a", [1, 2, 9], 2, 100))
+    assert ns.version == v + 1
+    for row in manifest_table(ns.root).to_pylist():
+        if row["object_type"] == "table":
+            meta = json.loads(row["metadata"])
+            assert meta[READ_MIRROR_KEYS["read_version"]] == str(row["read_version"])
+            assert all(isinstance(val, str) for val in meta.values())
+
+
+def test_unpublished_leaf_versions_never_become_visible(ns):
+    """G4: a writer that staged a leaf version and died must not leak into the next append."""
+    uri, published = leaf_uri(ns, 1)
+    ghost = rows("ghost", [1], 4, 900)
+    frags = write_fragments(ghost, uri, schema=lance.dataset(uri).schema)
+    staged = stage_leaf(uri, published, AppendFiles(frags), "dead-writer")
+    assert staged.version == published + 1
+    assert lance.dataset(uri).count_rows() == 3 + 4  # the leaf's latest holds the ghost rows
+    before = state(ns.root)
+    mine = rows("a", [1, 2], 2, 100)
+    ns.append(mine)
+    assert state(ns.root) == before + table_state(mine)
+    # the published version was built on a Restore of the old content, not on the ghost
+    (task,) = ns.plan("part = 1")
+    parent = lance.dataset(uri, version=task.read_version - 1)
+    assert fragment_signature(parent) == fragment_signature(lance.dataset(uri, version=published))
+    txn = lance.dataset(uri).read_transaction(task.read_version)
+    assert TXN_PROPERTY in txn.transaction_properties
+
+
+class Interfering(LeafChange):
+    """Lands another (namespace) commit on the leaf right before ours: the race staging guards."""
+
+    def __init__(self, inner: LeafChange, uri: str, extra: pa.Table):
+        self.inner, self.uri, self.extra, self.fired = inner, uri, extra, False
+
+    def operation(self, base):
+        if not self.fired:
+            self.fired = True
+            frags = write_fragments(self.extra, self.uri, schema=base.schema)
+            stage_leaf(self.uri, base.version, AppendFiles(frags), "other")
+        return self.inner.operation(base)
+
+
+@pytest.mark.parametrize("kind", ["append", "replace"])
+def test_staging_never_accepts_a_version_with_someone_elses_commit_below(ns, kind):
+    uri, published = leaf_uri(ns, 2)
+    mine = rows("a", [2], 2, 100)
+    frags = write_fragments(mine, uri, schema=lance.dataset(uri).schema)
+    inner = AppendFiles(frags) if kind == "append" else ReplaceFiles(None, frags)
+    change = Interfering(inner, uri, rows("other", [2], 5, 500))
+    staged = stage_leaf(uri, published, change, "me")
+    assert change.fired
+    ds = lance.dataset(uri, version=staged.version)
+    parent = lance.dataset(uri, version=staged.version - 1)
+    assert fragment_signature(parent) == fragment_signature(lance.dataset(uri, version=published))
+    got = set(ds.to_table()["txn"].to_pylist())
+    assert got == ({"b0", "a"} if kind == "append" else {"a"})  # never "other"
+
+
+def test_foreign_lance_write_blocks_only_that_partition(ns):
+    uri, published = leaf_uri(ns, 3)
+    lance.write_dataset(rows("foreign", [3], 1, 700), uri, mode="append")
+    with pytest.raises(ForeignChangeError, match="not written by a namespace transaction") as err:
+        ns.append(rows("a", [3, 4], 1, 100))
+    assert isinstance(err.value, lp.CommitConflictError) and not err.value.retryable
+    assert "foreign" not in {t for t, _, _ in state(ns.root)}
+    ns.append(rows("b", [4], 1, 200))  # other partitions are unaffected
+    lance.dataset(uri, version=published).restore()  # the documented way out
+    ns.append(rows("c", [3], 1, 300))
+    assert {t for t, p, _ in state(ns.root) if p == 3} == {"b0", "c"}
+
+
+def test_write_planned_before_a_foreign_clobber_still_commits(ns):
+    snap = Snapshot.load(ns.manifest, for_write=True)
+    writer = PartitionWriter(snap, new_job_secret())
+    writer.write(rows("a", [1, 7], 2, 100).to_batches()[0])
+    written = writer.finish()
+    DirectoryNamespace(root=ns.root).create_namespace(CreateNamespaceRequest(id=["foreign"]))
+    commit_write(ns.manifest, snap, written)  # conflicts, repairs on reload, rebases
+    assert state(ns.root) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0)) + table_state(
+        rows("a", [1, 7], 2, 100)
+    )
+    assert "foreign" in manifest_table(ns.root)["object_id"].to_pylist()
+
+
+# -- deletes -------------------------------------------------------------------------
+
+
+def test_delete_prunes_and_commits_all_partitions_at_once(ns):
+    before = {t.object_id: t.read_version for t in ns.plan()}
+    v = ns.version
+    result = ns.delete("part IN (1, 3) AND id % 3 = 0")
+    assert result.version == v + 1 and ns.version == v + 1
+    after = {t.object_id: t.read_version for t in ns.plan()}
+    changed = {oid for oid in before if before[oid] != after[oid]}
+    assert len(changed) == result.partitions == 2
+    expected = {
+        r
+        for r in table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0))
+        if not (r[1] in (1, 3) and r[2] % 3 == 0)
+    }
+    assert set(state(ns.root)) == expected
+    assert result.rows == 15 - len(expected)
+    assert state(ns.root, v) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0))
+
+
+def test_delete_edge_cases(ns):
+    v = ns.version
+    assert ns.delete("part = 42").partitions == 0
+    assert ns.version == v  # nothing to delete: no commit
+    with pytest.raises(ValueError, match="needs a filter"):
+        ns.delete(None)
+    with pytest.raises(lp.SchemaError, match="pinned"):
+        lp.open(ns.root, version=v).delete("true")
+    assert ns.delete("part = 0").rows == 3  # a whole partition: fragments dropped
+    assert ns.count("part = 0") == 0
+    ns.append(rows("a", [0], 1, 100))
+    assert ns.count("part = 0") == 1
+    total = ns.count()
+    assert ns.delete("true").rows == total and ns.count() == 0
+
+
+# -- time travel and tags ----------------------------------------------------------------
+
+
+def test_every_version_reads_exactly_what_was_committed(ns):
+    history = [(ns.version, state(ns.root), dt.datetime.now())]
+    ops = [
+        lambda: ns.append(rows("a", [1, 5], 2, 100)),
+        lambda: ns.overwrite(rows("d", [2, 6], 1, 200), dynamic=True),
+        lambda: ns.delete("part = 1"),
+        lambda: ns.compact(compact_manifest=False),
+        lambda: ns.overwrite(rows("o", [7], 2, 300)),
+    ]
+    for op in ops:
+        time.sleep(0.01)
+        op()
+        time.sleep(0.01)
+        history.append((ns.version, state(ns.root), dt.datetime.now()))
+    for version, expected, when in history:
+        assert state(ns.root, version) == expected
+        assert state_asof(ns.root, when) == expected
+        aware = when.astimezone(dt.timezone.utc)
+        assert state_asof(ns.root, aware) == expected
+    with pytest.raises(lp.PartitionedNamespaceError, match="no __manifest version at or before"):
+        lp.open(ns.root, asof=dt.datetime(2000, 1, 1))
+    with pytest.raises(ValueError, match="either version or asof"):
+        lp.open(ns.root, version=1, asof=dt.datetime.now())
+
+
+def state_asof(root, when):
+    t = lp.open(root, asof=when).to_arrow(columns=["id", "part", "txn"])
+    return table_state(t)
+
+
+def test_tags_name_consistent_snapshots_and_survive_cleanup(ns):
+    first = ns.version
+    assert ns.tag("first") == first
+    ns.append(rows("a", [1, 2], 2, 100))
+    middle = ns.version
+    ns.tag("middle")
+    ns.overwrite(rows("o", [9], 1, 200))
+    assert ns.tags() == {"first": first, "middle": middle}
+    with pytest.raises(lp.PartitionedNamespaceError, match="already exists"):
+        ns.tag("first")
+    expected = state(ns.root, middle)
+    ns.cleanup(older_than=dt.timedelta(0))
+    assert state(ns.root, "middle") == expected
+    assert lp.open(ns.root, version="first").count() == 15
+    with pytest.raises(lp.NotAPartitionedNamespaceError):
+        lp.open(ns.root, version=first - 1)  # untagged and cleaned up
+    ns.delete_tag("middle")
+    ns.cleanup(older_than=dt.timedelta(0))
+    with pytest.raises(lp.NotAPartitionedNamespaceError):
+        lp.open(ns.root, version="middle")
+    assert ns.count() == 1
+
+
+# -- foreign writers -----------------------------------------------------------------------
+
+
+def _rows_by_id(table: pa.Table) -> dict[str, dict]:
+    return {r["object_id"]: r for r in table.to_pylist()}
+
+
+def test_foreign_directory_namespace_write_is_repaired_from_history(ns, caplog):
+    ns.append(rows("a", [1, 2, 8], 2, 100))
+    before = _rows_by_id(manifest_table(ns.root))
+    DirectoryNamespace(root=ns.root).create_namespace(CreateNamespaceRequest(id=["foreign"]))
+    clobbered = lance.dataset(os.path.join(ns.root, "__manifest"))
+    assert "read_version" not in clobbered.schema.names
+    with caplog.at_level("WARNING"):
+        reopened = lp.open(ns.root)
+    assert "repaired" in caplog.text and "from history" in caplog.text
+    after = _rows_by_id(manifest_table(ns.root))
+    assert after.pop("foreign")["object_type"] == "namespace"
+    assert after == before
+    assert state(ns.root) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0)) + table_state(
+        rows("a", [1, 2, 8], 2, 100)
+    )
+    with pytest.raises(lp.NotAPartitionedNamespaceError, match="foreign writer"):
+        lp.open(ns.root, version=clobbered.version)
+    reopened.append(rows("c", [8], 1, 300))
+    assert reopened.count("part = 8") == 3
+
+
+def test_foreign_write_is_repaired_from_the_metadata_mirror_alone(ns):
+    ns.append(rows("a", [1, 2, 8], 2, 100))
+    before = _rows_by_id(manifest_table(ns.root))
+    DirectoryNamespace(root=ns.root).create_namespace(CreateNamespaceRequest(id=["foreign"]))
+    # lose every version that still had the columns: only the mirror is left
+    lance.dataset(os.path.join(ns.root, "__manifest")).cleanup_old_versions(
+        older_than=dt.timedelta(0)
+    )
+    assert len(lance.dataset(os.path.join(ns.root, "__manifest")).versions()) == 1
+    lp.open(ns.root)
+    after = _rows_by_id(manifest_table(ns.root))
+    after.pop("foreign")
+    assert after == before
+    # DirectoryNamespace still reads the repaired manifest
+    dn = DirectoryNamespace(root=ns.root)
+    assert sorted(dn.list_namespaces(ListNamespacesRequest(id=[])).namespaces) == ["foreign", "v1"]
+    level1 = dn.list_namespaces(ListNamespacesRequest(id=["v1"])).namespaces
+    props = dn.describe_namespace(DescribeNamespaceRequest(id=["v1", level1[0]])).properties
+    assert set(props) == {"partition.part"}
+
+
+def test_delete_matches_by_field_id_after_schema_evolution(tmp_path):
+    """A leaf written before ``a`` was renamed to ``b`` (and a new ``a`` added) must not
+    have its old ``a`` column matched by a filter on the new ``a``."""
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), False), pa.field("part", pa.int32()), pa.field("a", pa.int64())]
+    )
+    ns = lp.create(str(tmp_path / "ns"), schema, "part")
+    ns.append(pa.table({"id": [1, 2, 3, 4], "part": [1, 1, 2, 2], "a": [10, 20, 10, 20]}, schema))
+    ns.rename_column("a", "b")
+    ns.add_column("a", pa.int64())
+    ns.append(
+        pa.table({"id": [5, 6, 7], "part": [1, 3, 3], "b": [10, 10, 20], "a": [None, 10, 99]})
+    )
+    assert ns.delete("a = 10").rows == 1
+    assert sorted(ns.to_arrow(columns=["id"])["id"].to_pylist()) == [1, 2, 3, 4, 5, 7]
+    assert ns.delete("b = 20").rows == 3
+    assert sorted(ns.to_arrow(columns=["id"])["id"].to_pylist()) == [1, 3, 5]
