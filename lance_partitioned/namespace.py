@@ -247,6 +247,38 @@ class PartitionedNamespace:
         self.refresh()
         return new
 
+    def rewrite_partitions(self, filter: FilterLike = None) -> WriteResult:
+        """Move partitions written under older specs into the current spec, in one atomic commit.
+
+        ``filter`` limits the rewrite to partitions it may match (whole partitions
+        move). Readers see the old partitions or the new ones, never both or neither.
+        """
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        current = snapshot.current_spec.spec_id
+        scan = Scan(snapshot, filter)
+        old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
+        if not old:
+            return WriteResult(snapshot.version, 0, 0, 0)
+        everything = Scan(snapshot)
+        writer = PartitionWriter(snapshot, new_job_secret())
+        try:
+            for leaf in old:
+                for batch in everything._leaf_batches(leaf):
+                    writer.write(batch)
+            written = writer.finish()
+        except BaseException:
+            abort_write(snapshot, writer.result)
+            raise
+        self._snapshot = commit_write(
+            self._manifest, snapshot, written, APPEND, replaces=[leaf.object_id for leaf in old]
+        )
+        return WriteResult(
+            self._snapshot.version,
+            written.rows,
+            len(written.leaves),
+            sum(lw.is_new for lw in written.leaves.values()),
+        )
+
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:
         """Add a nullable column with a fresh field id; existing rows read it as NULL."""
         return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))

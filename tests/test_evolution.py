@@ -230,3 +230,24 @@ def test_expression_fields_evolve_and_prune(appendix_d):
     assert [t.spec_id for t in plan if t.spec_id == 3] == [3]
     assert ns.scan("id = 700").to_arrow()["id"].to_pylist() == [700]
     assert pc.sum(pc.equal(ns.scan().to_arrow()["id"], 701)).as_py() == 1
+
+
+def test_rewrite_old_partitions_into_the_current_spec(appendix_d):
+    ns = appendix_d
+    before = sorted(ns.scan().to_arrow()["id"].to_pylist())
+    version = ns.version
+    result = ns.rewrite_partitions("event_date >= '2025-01-01'")
+    assert result.version == version + 1  # one atomic __manifest commit
+    specs = {(t.spec_id, tuple(t.partition_values.values())) for t in ns.plan()}
+    # the 2024 partition (filtered out) stays in v1; everything else is now v2
+    assert {s for s, _ in specs} == {1, 2}
+    assert [v for s, v in specs if s == 1] == [(D(2024, 1, 1),)]
+    assert sorted(ns.scan().to_arrow()["id"].to_pylist()) == before
+    # readers pinned to the old version still see the old layout
+    old = lp.open(ns.root, version=version)
+    assert sorted(old.scan().to_arrow()["id"].to_pylist()) == before
+    assert len([t for t in old.plan() if t.spec_id == 1]) == 3
+    ns.rewrite_partitions()
+    assert {t.spec_id for t in ns.plan()} == {2}
+    assert sorted(ns.scan().to_arrow()["id"].to_pylist()) == before
+    assert ns.plan("event_date = '2025-12-10' AND country = 'US'")[0].spec_id == 2

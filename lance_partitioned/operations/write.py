@@ -27,7 +27,7 @@ import hmac
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -403,15 +403,21 @@ def _deletes_for_overwrite(snapshot: Snapshot, keep: set[str]) -> list[str]:
 
 
 def _publish_rows(
-    base: Snapshot, written: WrittenFiles, staged: StagedSet, mode: str
+    base: Snapshot,
+    written: WrittenFiles,
+    staged: StagedSet,
+    mode: str,
+    replaces: Sequence[str] = (),
 ) -> tuple[pa.Table, list[str]]:
     """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
     versions = {oid: s.version for oid, s in staged.leaves.items()}
     upserts = _manifest_rows(base, written, versions)
     deletes: list[str] = []
-    if mode == OVERWRITE:
+    if mode == OVERWRITE or replaces:
         keep = {lw.object_id for lw in written.leaves.values()}
         keep |= {oid for lw in written.leaves.values() for oid, _ in lw.new_namespaces}
+        if mode != OVERWRITE:
+            keep |= {leaf.object_id for leaf in base.leaves()} - set(replaces)
         deletes = _deletes_for_overwrite(base, keep)
         if deletes:
             lock = pa.Table.from_pylist(
@@ -427,11 +433,14 @@ def commit_write(
     written: WrittenFiles,
     mode: str = APPEND,
     max_rebase: int = 5,
+    replaces: Sequence[str] = (),
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
     Modes: ``append``; ``overwrite`` (the whole namespace becomes exactly this
     write); ``dynamic`` (only the partitions in this write are replaced).
+    ``replaces`` lists leaves (object ids) removed in the same commit: moving
+    partitions from an older spec into the current one is all-or-nothing.
 
     Contract: when this returns, the write is visible to every reader of the
     returned version and later ones, all at once; when it raises, no reader of
@@ -462,7 +471,7 @@ def commit_write(
         pause_point("leaves_staged")
         base = snapshot
         for attempt in range(max_rebase + 1):
-            upserts, deletes = _publish_rows(base, written, staged, mode)
+            upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
             try:
                 published = manifest.commit(base.dataset, upserts, deletes).version
                 break
@@ -470,6 +479,7 @@ def commit_write(
                 if attempt == max_rebase:
                     raise
                 base = _rebase(manifest, snapshot, written, mode, planned, staged)
+                _check_replaced_unchanged(snapshot, base, replaces)
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):
             staged.rollback()
@@ -477,6 +487,19 @@ def commit_write(
     # Once __manifest is committed the write is published: nothing below may undo it.
     pause_point("published")
     return Snapshot.load(manifest, published)
+
+
+def _check_replaced_unchanged(planned: Snapshot, latest: Snapshot, replaces: Sequence[str]) -> None:
+    """Leaves being replaced must still be exactly what the write read."""
+    if not replaces:
+        return
+    before = {leaf.object_id: leaf for leaf in planned.leaves()}
+    now = {leaf.object_id: leaf for leaf in latest.leaves()}
+    for oid in replaces:
+        if now.get(oid) != before.get(oid):
+            raise CommitConflictError(
+                f"partition {oid!r} changed while it was being rewritten; retry"
+            )
 
 
 def _dedupe(table: pa.Table) -> pa.Table:
