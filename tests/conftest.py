@@ -62,3 +62,14 @@ def make_events(n: int = 200, start_id: int = 0) -> pa.Table:
 @pytest.fixture
 def events() -> pa.Table:
     return make_events()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole run; stops Spark *and* its JVM at the end."""
+    pytest.importorskip("pyspark")
+    from lance_partitioned.spark import local_session, stop_session
+
+    session = local_session("local[2]", "lance_partitioned-tests", shuffle_partitions=4)
+    yield session
+    stop_session(session)

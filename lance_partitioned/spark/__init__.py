@@ -1,0 +1,178 @@
+"""PySpark integration: a partitioned namespace as a Spark source and sink.
+
+    from lance_partitioned import spark as lps
+    spark = lps.local_session()             # or your own session, then lps.register(spark)
+    df.write.format("lance_partitioned").option("spec", "year(ts), country").mode("append").save(root)
+    spark.read.format("lance_partitioned").load(root)                    # whole namespace
+    spark.read.format("lance_partitioned").option("filter", "country = 'US'").load(root)  # pruned
+    spark.sql(f"CREATE TEMPORARY VIEW t USING lance_partitioned OPTIONS (root '{root}')")
+    lps.plan_info(spark, root, "ts >= '2025-01-01'")   # partitions scanned / total
+    lps.read_arrow(spark, root, columns=["id"], filter="country = 'US'")
+    lps.stop_session(spark)                 # stops Spark *and* its JVM
+
+Spark's own filters prune only with ``option("pushFilters", "true")``, on a
+DataFrame or view queried with one filter set: PySpark 4.3 reuses a relation's read
+plan across queries (see ``lance_partitioned.spark.datasource``). Options are
+documented in ``lance_partitioned.spark.options``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource, projected_schema
+from lance_partitioned.spark.planning import (
+    DEFAULT_MIN_TASKS,
+    DEFAULT_ROWS_PER_TASK,
+    ReadOptions,
+    load_snapshot,
+    plan_read,
+    read_task,
+)
+from lance_partitioned.spark.session import local_session, stop_session
+from lance_partitioned.spark.types import (
+    UnsupportedTypeError,
+    arrow_to_spark,
+    spark_arrow_schema,
+    spark_to_arrow,
+)
+
+log = logging.getLogger(__name__)
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+OVERWRITE_MODE_CONF = "spark.sql.sources.partitionOverwriteMode"
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``lance_partitioned`` source and turn on Python filter pushdown."""
+    spark.dataSource.register(LancePartitionedDataSource)
+    try:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+    except Exception as exc:  # e.g. a locked-down session; reads still work, unpruned
+        log.warning(
+            "could not set %s=true (%s): filters will not be pushed down", PUSHDOWN_CONF, exc
+        )
+
+
+def write(
+    df: DataFrame,
+    root: str,
+    mode: str = "append",
+    spec: str | None = None,
+    **options: Any,
+) -> None:
+    """``df.write.format("lance_partitioned")`` that also honours the session's
+    ``spark.sql.sources.partitionOverwriteMode`` (Spark does not pass session
+    confs to Python data sources, so the raw writer needs the option instead)."""
+    writer = df.write.format(NAME).mode(mode)
+    if spec:
+        writer = writer.option("spec", spec)
+    if "partitionOverwriteMode" not in options:
+        conf_mode = df.sparkSession.conf.get(OVERWRITE_MODE_CONF, "static")
+        writer = writer.option("partitionOverwriteMode", str(conf_mode).lower())
+    for key, value in options.items():
+        writer = writer.option(key, str(value))
+    writer.save(root)
+
+
+def plan_info(
+    spark: SparkSession | None,
+    root: str,
+    filter: Any = None,
+    *,
+    version: int | str | None = None,
+    columns: Sequence[str] | None = None,
+    storage_options: dict[str, str] | None = None,
+    min_partitions: int = DEFAULT_MIN_TASKS,
+) -> dict[str, Any]:
+    """How a read with ``filter`` would be planned: partitions scanned / total, tasks.
+
+    ``filter`` is SQL text, a pyarrow/DataFusion expression or our AST. ``spark``
+    is unused (planning needs only the namespace) and may be None.
+    """
+    del spark
+    snapshot = load_snapshot(str(root), version, storage_options)
+    plan, _ = plan_read(snapshot, filter, columns, min_tasks=min_partitions)
+    return plan.as_dict()
+
+
+def read_scan_log(path: str) -> list[dict[str, Any]]:
+    """The entries the ``scanLog`` option (or ``LANCE_PARTITIONED_SCAN_LOG``) recorded, oldest first."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def read_arrow(
+    spark: SparkSession,
+    root: str,
+    columns: Sequence[str] | None = None,
+    filter: Any = None,
+    *,
+    version: int | str | None = None,
+    batch_size: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    rows_per_task: int = DEFAULT_ROWS_PER_TASK,
+) -> DataFrame:
+    """A DataFrame of the namespace with projection and filter applied at the source.
+
+    Planned here on the driver (one pinned snapshot), then read by ``mapInArrow``
+    over one task descriptor per input partition. The filter runs inside Lance with
+    Lance's SQL semantics; Spark does not evaluate it again.
+    """
+    snapshot = load_snapshot(str(root), version, storage_options)
+    arrow = projected_schema(snapshot, tuple(columns) if columns else None)
+    schema = arrow_to_spark(arrow)
+    min_tasks = max(1, spark.sparkContext.defaultParallelism)
+    # At least one task per core, however small the data (callers such as the
+    # join planner rely on the scan being spread out).
+    plan, scan = plan_read(
+        snapshot,
+        filter,
+        arrow.names,
+        rows_per_task=rows_per_task,
+        min_tasks=min_tasks,
+        min_rows_per_task=1,
+    )
+    if not plan.tasks:
+        return spark.createDataFrame([], schema)
+    tasks = plan.tasks
+    options = ReadOptions(
+        columns=tuple(arrow.names),
+        filter_sql=scan.sql,
+        target=spark_arrow_schema(schema),
+        batch_size=batch_size,
+        storage_options=storage_options,
+    )
+
+    def read_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield from read_task(tasks[i], options)
+
+    n = len(tasks)
+    return spark.range(0, n, 1, n).mapInArrow(read_tasks, schema)
+
+
+__all__ = [
+    "NAME",
+    "LancePartitionedDataSource",
+    "UnsupportedTypeError",
+    "arrow_to_spark",
+    "local_session",
+    "plan_info",
+    "read_arrow",
+    "read_scan_log",
+    "register",
+    "spark_to_arrow",
+    "stop_session",
+    "write",
+]

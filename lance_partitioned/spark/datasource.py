@@ -3,9 +3,29 @@
 Where each piece runs (PySpark 4.3):
 - ``schema()``: a Python worker on the driver, at ``load()`` / view creation;
 - ``reader()``, ``pushFilters()``, ``partitions()``: one planning worker on the
-  driver, once per query execution. The reader pins the ``__manifest`` snapshot
-  when it is created, so every input partition of one query reads one version;
+  driver. The reader pins the ``__manifest`` snapshot when it is created, so every
+  input partition of one plan reads one version;
 - ``read()``: executors, with the pickled reader (which holds no Lance handles).
+
+**Why Spark filter pushdown is opt-in.** PySpark 4.3 keeps the planned read
+(partitions plus read function) in one slot on the relation object that a
+DataFrame or temporary view holds (``PythonDataSourceV2.readInfo``). Planning
+with pushable filters overwrites the slot; planning without them reuses whatever
+is there. So when a read plan depends on the pushed filters:
+- ``df.where(f).count()`` then ``df.count()`` counts only the rows matching ``f``;
+- a self-join or two subqueries over one view with different filters read the
+  partitions planned for one side on both sides.
+Both give wrong results silently (verified; the Scala code upstream is unchanged),
+and no Python code runs for the reused plan, so the source cannot detect it. By
+default the source therefore returns every filter to Spark and plans the whole
+namespace, which is correct under any reuse. ``pushFilters=true`` opts in to
+pruning by Spark's filters for relations queried with a single filter set (a fresh
+``load()`` or ``CREATE OR REPLACE TEMPORARY VIEW`` per query); the ``filter``
+option prunes safely because it belongs to the relation, not to the query.
+
+Because the plan is cached per relation, a DataFrame or view may also keep
+reading the snapshot of its last planning after new writes (queries with pushable
+filters re-plan, others may not): re-create it to read the latest version.
 """
 
 from __future__ import annotations
@@ -17,15 +37,29 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import SchemaError
-from lance_partitioned.format.expressions import Expr
+from lance_partitioned.format.expressions import And, Expr
+from lance_partitioned.operations.scan import parse_any_filter
 from lance_partitioned.spark.filters import FilterTranslator
 from lance_partitioned.spark.options import SourceOptions
-from lance_partitioned.spark.planning import ReadOptions, ReadPlan, ReadTask, load_snapshot, plan_read, read_task
+from lance_partitioned.spark.planning import (
+    ReadOptions,
+    ReadPlan,
+    ReadTask,
+    load_snapshot,
+    plan_read,
+    read_task,
+)
 from lance_partitioned.spark.types import arrow_to_spark, spark_arrow_schema
 
 log = logging.getLogger(__name__)
@@ -41,7 +75,9 @@ def projected_schema(snapshot: Snapshot, columns: tuple[str, ...] | None) -> pa.
     by_name = {f.name: f for f in fields}
     missing = [c for c in columns if c not in by_name]
     if missing:
-        raise SchemaError(f"option 'columns' names unknown column(s) {missing}; columns are {list(by_name)}")
+        raise SchemaError(
+            f"option 'columns' names unknown column(s) {missing}; columns are {list(by_name)}"
+        )
     return pa.schema([by_name[c] for c in columns])
 
 
@@ -77,14 +113,18 @@ class LancePartitionedReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, schema: StructType):
         self.opts = opts
         self.spark_schema = schema
-        self._snapshot: Snapshot | None = load_snapshot(opts.root, opts.version, opts.storage_options)
+        self._snapshot: Snapshot | None = load_snapshot(
+            opts.root, opts.version, opts.storage_options
+        )
         available = projected_schema(self._snapshot, None)
         by_name = {f.name: f for f in available}
         wanted = []
         for sf in schema.fields:
             f = by_name.get(sf.name)
             if f is None:
-                raise SchemaError(f"column {sf.name!r} is not in the namespace {opts.root!r}; columns are {list(by_name)}")
+                raise SchemaError(
+                    f"column {sf.name!r} is not in the namespace {opts.root!r}; columns are {list(by_name)}"
+                )
             ours = arrow_to_spark(pa.schema([f])).fields[0]
             if ours.dataType != sf.dataType or (ours.nullable and not sf.nullable):
                 raise SchemaError(
@@ -94,7 +134,9 @@ class LancePartitionedReader(DataSourceReader):
                 )
             wanted.append(f)
         self.arrow_schema = pa.schema(wanted)
-        self.expr: Expr | None = None
+        # The relation's own ``filter`` option; pushed Spark filters are ANDed to it.
+        self.base_expr: Expr | None = parse_any_filter(opts.filter)
+        self.expr: Expr | None = self.base_expr
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -102,9 +144,20 @@ class LancePartitionedReader(DataSourceReader):
         return state
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
-        """Accept the filters we translate exactly; return the rest for Spark to evaluate."""
+        """With ``pushFilters=true``: accept the filters we translate exactly, return the rest.
+
+        Otherwise return them all, so that the plan does not depend on the query
+        (see the module docstring for why).
+        """
+        if not self.opts.push_filters:
+            return list(filters)
         translation = FilterTranslator(self.arrow_schema).translate(filters)
-        self.expr = translation.expr
+        if translation.expr is not None:
+            self.expr = (
+                translation.expr
+                if self.base_expr is None
+                else And(self.base_expr, translation.expr)
+            )
         return translation.rejected
 
     def partitions(self) -> list[InputPartition]:

@@ -155,7 +155,9 @@ class FilterTranslator:
             return None if child is None else Not(child)
         if isinstance(f, (sds.IsNull, sds.IsNotNull)):
             col = self._column(f.attribute)
-            return None if col is None else IsNull(Ref(col[0]), negated=isinstance(f, sds.IsNotNull))
+            return (
+                None if col is None else IsNull(Ref(col[0]), negated=isinstance(f, sds.IsNotNull))
+            )
         col = self._column(getattr(f, "attribute", ()))
         if col is None:
             return None
@@ -183,7 +185,9 @@ class FilterTranslator:
                 return None
             return In(ref, tuple(Literal(v) for v in values))
         if isinstance(f, sds.StringStartsWith):
-            if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not isinstance(f.value, str):
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not isinstance(
+                f.value, str
+            ):
                 return None
             return Like(ref, escape_like(f.value) + "%")
         return None

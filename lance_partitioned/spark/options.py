@@ -9,6 +9,15 @@ Reading and writing:
 - ``storage.<key>``: storage options for object stores, passed to Lance.
 
 Reading:
+- ``filter``: a SQL filter that is part of the relation itself: it prunes partitions
+  through ``__manifest`` and runs inside Lance (Lance SQL semantics, exact). Always
+  safe, because it does not depend on the query.
+- ``pushFilters`` (default ``false``): accept Spark's pushed filters (exact
+  translations only) for pruning. **Only safe when the DataFrame or view is queried
+  with a single set of filters**: PySpark 4.3 caches a Python source's read plan on
+  the relation and reuses it for later queries without pushable filters and for
+  every scan of a self-join, which then return wrong rows. See
+  ``lance_partitioned.spark.datasource``.
 - ``columns``: comma-separated projection (the Python source API cannot prune columns).
 - ``version``: read an older ``__manifest`` version (a number or a tag).
 - ``batchSize``: rows per Arrow batch from Lance.
@@ -55,6 +64,16 @@ def _int(options: Mapping[str, str], key: str, default: int | None) -> int | Non
     return value
 
 
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise SchemaError(f"option {key!r} must be true or false, got {raw!r}")
+    return text == "true"
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     root: str
@@ -65,6 +84,8 @@ class SourceOptions:
     rows_per_partition: int
     min_partitions: int
     scan_log: str | None
+    filter: str | None
+    push_filters: bool
     spec: str | None
     dynamic_overwrite: bool
     max_buffer_bytes: int
@@ -79,7 +100,9 @@ class SourceOptions:
                 "lance_partitioned needs the namespace root: load(root) / save(root), "
                 "or option('root', ...) (in SQL: OPTIONS (root '...'))"
             )
-        storage = {k[len("storage.") :]: v for k, v in options.items() if k.lower().startswith("storage.")}
+        storage = {
+            k[len("storage.") :]: v for k, v in options.items() if k.lower().startswith("storage.")
+        }
         columns = None
         if options.get("columns"):
             columns = tuple(c.strip() for c in str(options["columns"]).split(",") if c.strip())
@@ -87,18 +110,25 @@ class SourceOptions:
                 raise SchemaError("option 'columns' is empty; omit it to read every column")
         mode = str(options.get("partitionOverwriteMode") or "static").strip().lower()
         if mode not in ("static", "dynamic"):
-            raise SchemaError(f"option 'partitionOverwriteMode' must be static or dynamic, got {mode!r}")
+            raise SchemaError(
+                f"option 'partitionOverwriteMode' must be static or dynamic, got {mode!r}"
+            )
         return cls(
             root=str(root),
             storage_options=storage or None,
             columns=columns,
             version=parse_version(options.get("version")),
             batch_size=_int(options, "batchSize", None),
-            rows_per_partition=_int(options, "rowsPerPartition", DEFAULT_ROWS_PER_TASK) or DEFAULT_ROWS_PER_TASK,
+            rows_per_partition=_int(options, "rowsPerPartition", DEFAULT_ROWS_PER_TASK)
+            or DEFAULT_ROWS_PER_TASK,
             min_partitions=_int(options, "minPartitions", DEFAULT_MIN_TASKS) or DEFAULT_MIN_TASKS,
             scan_log=options.get("scanLog") or os.environ.get(SCAN_LOG_ENV) or None,
+            filter=(options.get("filter") or "").strip() or None,
+            push_filters=_bool(options, "pushFilters", False),
             spec=options.get("spec"),
             dynamic_overwrite=mode == "dynamic",
-            max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES) or DEFAULT_MAX_BUFFER_BYTES,
-            max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE) or DEFAULT_MAX_ROWS_PER_FILE,
+            max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES)
+            or DEFAULT_MAX_BUFFER_BYTES,
+            max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE)
+            or DEFAULT_MAX_ROWS_PER_FILE,
         )

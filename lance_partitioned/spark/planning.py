@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ROWS_PER_TASK = 1 << 20
 DEFAULT_MIN_TASKS = 8
+# Below this many rows a task is not worth its scheduling and Python-worker cost.
+MIN_ROWS_PER_TASK = 1 << 16
 # Above this many selected leaves, planning does not open each leaf to split it
 # by fragments (that costs one dataset open per leaf on the driver); whole leaves
 # are packed into tasks instead.
@@ -112,7 +114,9 @@ class ReadPlan:
         }
 
 
-def load_snapshot(root: str, version: int | str | None, storage_options: dict[str, str] | None) -> Snapshot:
+def load_snapshot(
+    root: str, version: int | str | None, storage_options: dict[str, str] | None
+) -> Snapshot:
     """The snapshot to read: ``version`` (number or tag) or the latest."""
     return Snapshot.load(Manifest(root, storage_options), version)
 
@@ -171,11 +175,13 @@ def plan_read(
     *,
     rows_per_task: int = DEFAULT_ROWS_PER_TASK,
     min_tasks: int = DEFAULT_MIN_TASKS,
+    min_rows_per_task: int = MIN_ROWS_PER_TASK,
 ) -> tuple[ReadPlan, Scan]:
     """Prune with ``expr`` and split the selected leaves into tasks.
 
     Leaves are opened (in parallel) to learn their fragments, so that a large leaf
-    spreads over several tasks and small leaves share one; beyond
+    spreads over several tasks and small leaves share one: about ``min_tasks``
+    tasks, but none planned below ``min_rows_per_task`` rows; beyond
     ``MAX_LEAVES_TO_SPLIT`` selected leaves whole leaves are packed instead.
     """
     start = time.perf_counter()
@@ -188,12 +194,16 @@ def plan_read(
             per_leaf = list(pool.map(lambda lf: _leaf_pieces(snapshot, lf), leaves))
         pieces = [p for ps in per_leaf for p in ps]
         total_rows = sum(p.rows or 0 for p in pieces)
-        target = max(1, min(rows_per_task, math.ceil(total_rows / max(1, min_tasks))))
+        spread = math.ceil(total_rows / max(1, min_tasks))
+        target = max(1, min(rows_per_task, max(min_rows_per_task, spread)))
         tasks = [_merge_fragments(t) for t in _pack(pieces, target)]
     else:
         whole = [LeafPiece(snapshot.leaf_uri(lf.location), lf, None, None) for lf in leaves]
         per_task = max(1, min(_LEAVES_PER_TASK_UNSPLIT, math.ceil(len(whole) / max(1, min_tasks))))
-        tasks = [ReadTask(i, tuple(whole[s : s + per_task])) for i, s in enumerate(range(0, len(whole), per_task))]
+        tasks = [
+            ReadTask(i, tuple(whole[s : s + per_task]))
+            for i, s in enumerate(range(0, len(whole), per_task))
+        ]
     plan = ReadPlan(
         root=snapshot.manifest.root,
         manifest_version=snapshot.version,

@@ -123,7 +123,9 @@ def _published(manifest: Manifest, written: WrittenFiles) -> bool:
         if leaf.read_version == lw.base_version:
             continue
         ours = {f.path for fj in lw.fragments for f in FragmentMetadata.from_json(fj).files}
-        current = {f.path for frag in latest.open_leaf(leaf).get_fragments() for f in frag.metadata.files}
+        current = {
+            f.path for frag in latest.open_leaf(leaf).get_fragments() for f in frag.metadata.files
+        }
         if ours & current:
             return True
     return False
@@ -202,7 +204,9 @@ class LancePartitionedWriter(DataSourceArrowWriter):
                 log.warning("lance_partitioned: abort after a published commit; keeping the files")
                 return
         except Exception as exc:  # cannot tell: keeping files is the safe side
-            log.warning("lance_partitioned: abort could not check the manifest (%s); keeping files", exc)
+            log.warning(
+                "lance_partitioned: abort could not check the manifest (%s); keeping files", exc
+            )
             return
         abort_write(self._snapshot(), written)
         if self.created_version is not None:
@@ -232,7 +236,9 @@ def _incoming_arrow_schema(schema: StructType) -> pa.Schema:
         try:
             t = to_arrow_type(f.dataType, timezone="UTC")
         except Exception as exc:
-            raise SchemaError(f"column {f.name!r}: Spark type {f.dataType.simpleString()} cannot be written: {exc}") from exc
+            raise SchemaError(
+                f"column {f.name!r}: Spark type {f.dataType.simpleString()} cannot be written: {exc}"
+            ) from exc
         fields.append(pa.field(f.name, t, f.nullable))
     return pa.schema(fields)
 
@@ -244,7 +250,9 @@ def check_input_schema(snapshot: Snapshot, schema: StructType) -> None:
     missing non-null columns and impossible casts raise ``SchemaError`` naming
     the column. NULLs in non-null columns can only be found per batch, in tasks.
     """
-    InputConformer(snapshot.schema)(pa.RecordBatch.from_pylist([], schema=_incoming_arrow_schema(schema)))
+    InputConformer(snapshot.schema)(
+        pa.RecordBatch.from_pylist([], schema=_incoming_arrow_schema(schema))
+    )
 
 
 def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> LancePartitionedWriter:
@@ -254,7 +262,9 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
     if not manifest.exists():
         arrow = spark_to_arrow(schema)
         try:
-            ns = PartitionedNamespace.create(opts.root, arrow, opts.spec or "", opts.storage_options)
+            ns = PartitionedNamespace.create(
+                opts.root, arrow, opts.spec or "", opts.storage_options
+            )
             created_version = ns.version
         except NamespaceExistsError:
             pass  # created concurrently: write into it like any existing namespace

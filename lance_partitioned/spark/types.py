@@ -95,7 +95,9 @@ def arrow_type_to_spark(t: pa.DataType, path: str) -> DataType:
         if check(t):  # type: ignore[operator]
             return spark_type
     if pa.types.is_uint64(t):
-        raise _unsupported(path, t, "Spark cannot hold (its largest integer is a signed 64-bit long)")
+        raise _unsupported(
+            path, t, "Spark cannot hold (its largest integer is a signed 64-bit long)"
+        )
     if pa.types.is_decimal(t):
         if t.precision > SPARK_MAX_DECIMAL_PRECISION:
             raise _unsupported(path, t, "Spark cannot hold (decimals have at most 38 digits)")
@@ -109,7 +111,13 @@ def arrow_type_to_spark(t: pa.DataType, path: str) -> DataType:
         return DayTimeIntervalType(DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND)
     if pa.types.is_dictionary(t):
         return arrow_type_to_spark(t.value_type, path)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
         elem = t.value_field
         return ArrayType(arrow_type_to_spark(elem.type, f"{path}.{elem.name}"), elem.nullable)
     if pa.types.is_map(t):
@@ -130,7 +138,9 @@ def arrow_type_to_spark(t: pa.DataType, path: str) -> DataType:
 
 def arrow_to_spark(schema: pa.Schema) -> StructType:
     """Spark schema of a namespace schema (nullability kept; field-id metadata dropped)."""
-    return StructType([StructField(f.name, arrow_type_to_spark(f.type, f.name), f.nullable) for f in schema])
+    return StructType(
+        [StructField(f.name, arrow_type_to_spark(f.type, f.name), f.nullable) for f in schema]
+    )
 
 
 def spark_arrow_schema(schema: StructType) -> pa.Schema:
@@ -155,7 +165,9 @@ def _cast(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
             return pc.cast(arr, target, safe=True)
         return pc.cast(arr, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise SchemaError(f"column {path!r}: cannot convert {src} to Spark's {target}: {exc}") from exc
+        raise SchemaError(
+            f"column {path!r}: cannot convert {src} to Spark's {target}: {exc}"
+        ) from exc
 
 
 class BatchConformer:
@@ -205,20 +217,39 @@ def spark_type_to_arrow(t: DataType, path: str) -> pa.DataType:
     if isinstance(t, DayTimeIntervalType):
         if (t.startField, t.endField) != (DayTimeIntervalType.DAY, DayTimeIntervalType.SECOND):
             # Arrow's duration cannot record the narrower interval qualifier.
-            raise _unsupported(path, t.simpleString(), "cannot be stored without losing its qualifier; cast it to INTERVAL DAY TO SECOND")
+            raise _unsupported(
+                path,
+                t.simpleString(),
+                "cannot be stored without losing its qualifier; cast it to INTERVAL DAY TO SECOND",
+            )
         return pa.duration("us")
     if isinstance(t, ArrayType):
-        return pa.list_(pa.field("item", spark_type_to_arrow(t.elementType, f"{path}.element"), t.containsNull))
+        return pa.list_(
+            pa.field("item", spark_type_to_arrow(t.elementType, f"{path}.element"), t.containsNull)
+        )
     if isinstance(t, MapType):
         return pa.map_(
             pa.field("key", spark_type_to_arrow(t.keyType, f"{path}.key"), nullable=False),
-            pa.field("value", spark_type_to_arrow(t.valueType, f"{path}.value"), t.valueContainsNull),
+            pa.field(
+                "value", spark_type_to_arrow(t.valueType, f"{path}.value"), t.valueContainsNull
+            ),
         )
     if isinstance(t, StructType):
-        return pa.struct([pa.field(f.name, spark_type_to_arrow(f.dataType, f"{path}.{f.name}"), f.nullable) for f in t])
-    raise _unsupported(path, t.simpleString(), "a namespace cannot store (supported: numbers, strings, binary, dates, timestamps, time, day-time intervals, arrays, maps, structs)")
+        return pa.struct(
+            [
+                pa.field(f.name, spark_type_to_arrow(f.dataType, f"{path}.{f.name}"), f.nullable)
+                for f in t
+            ]
+        )
+    raise _unsupported(
+        path,
+        t.simpleString(),
+        "a namespace cannot store (supported: numbers, strings, binary, dates, timestamps, time, day-time intervals, arrays, maps, structs)",
+    )
 
 
 def spark_to_arrow(schema: StructType) -> pa.Schema:
     """Arrow schema for creating a namespace from a DataFrame schema."""
-    return pa.schema([pa.field(f.name, spark_type_to_arrow(f.dataType, f.name), f.nullable) for f in schema])
+    return pa.schema(
+        [pa.field(f.name, spark_type_to_arrow(f.dataType, f.name), f.nullable) for f in schema]
+    )

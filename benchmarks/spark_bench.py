@@ -1,0 +1,346 @@
+"""Spark source/sink against Spark's own Parquet, side by side in one run (local[2]).
+
+    python benchmarks/spark_bench.py [--sf 1] [--partitions 10000]
+
+Measures (TPC-H lineitem at ``--sf``):
+1. partitioned write by year/month(l_shipdate): ours vs ``df.write.partitionBy(y, m).parquet``;
+2. full scan (noop sink, every column): ours; ``read_arrow`` (mapInArrow); a Python
+   source yielding the same batches from memory with no I/O (the ceiling of Python
+   sources); Spark's Parquet scan;
+3. TPC-H Q6: ours with pruning (``pushFilters``) vs Parquet partitioned by year/month
+   with the equivalent partition filter (and unpartitioned Parquet);
+4. one partition out of ``--partitions``: planning + reading it from a new DataFrame,
+   vs Spark discovering a Parquet directory with that many partitions (default
+   settings, and with ``spark.sql.sources.parallelPartitionDiscovery.threshold`` raised).
+
+Prints a table and writes ``benchmarks/results/spark.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("LANCE_LOG", "error")
+
+import pyarrow as pa  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
+from pyspark.sql.types import StructType  # noqa: E402
+
+import lance_partitioned as lp  # noqa: E402
+from lance_partitioned import pipeline, tpch  # noqa: E402
+from lance_partitioned import spark as lps  # noqa: E402
+from lance_partitioned.spark.types import BatchConformer, spark_arrow_schema  # noqa: E402
+
+FMT = "lance_partitioned"
+Q6_WHERE = (
+    "l_shipdate >= date '1994-01-01' AND l_shipdate < date '1995-01-01' "
+    "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
+)
+Q6 = f"SELECT sum(l_extendedprice * l_discount) AS revenue FROM {{t}} WHERE {{extra}}{Q6_WHERE}"
+
+
+def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[Any, float]:
+    """(result of the last run, median seconds)."""
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return out, statistics.median(times)
+
+
+def interleaved(variants: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median seconds per variant, run round-robin so that load drift hits all alike."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(repeat):
+        for name, fn in variants.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def noop(df) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+# -- the ceiling: a Python source that yields batches from memory ----------------------
+
+
+class MemoryPartition(InputPartition):
+    def __init__(self, index: int, batch: pa.RecordBatch, repeat: int, last_rows: int):
+        super().__init__(index)
+        self.batch, self.repeat, self.last_rows = batch, repeat, last_rows
+
+
+class MemoryReader(DataSourceReader):
+    def __init__(self, options):
+        self.options = options
+
+    def partitions(self):
+        batch, total, tasks = pickle.loads(bytes.fromhex(self.options["payload"]))
+        per_task = -(-total // tasks)
+        out = []
+        for i in range(tasks):
+            rows = max(0, min(per_task, total - i * per_task))
+            full, last = divmod(rows, batch.num_rows)
+            out.append(MemoryPartition(i, batch, full, last))
+        return out
+
+    def read(self, partition):
+        for _ in range(partition.repeat):
+            yield partition.batch
+        if partition.last_rows:
+            yield partition.batch.slice(0, partition.last_rows)
+
+
+class MemorySource(DataSource):
+    """Yields one pre-built batch over and over: no I/O, no decoding (the ceiling)."""
+
+    @classmethod
+    def name(cls):
+        return "lp_bench_memory"
+
+    def schema(self):
+        return StructType.fromJson(json.loads(self.options["schema"]))
+
+    def reader(self, schema):
+        return MemoryReader(self.options)
+
+
+# -- measurements -------------------------------------------------------------------
+
+
+def bench_write(spark, li, n_rows: int, work: str, rows: list) -> str:
+    parallel = spark.sparkContext.defaultParallelism * 4
+    root = os.path.join(work, "ns_lineitem")
+    pq_dir = os.path.join(work, "pq_lineitem")
+    for d in (root, pq_dir):
+        shutil.rmtree(d, ignore_errors=True)
+    ours_in = li.repartition(parallel, F.year("l_shipdate"), F.month("l_shipdate"))
+    _, t_ours = timed(lambda: pipeline.write_namespace(ours_in, root, pipeline.LINEITEM_SPEC))
+    pq_in = li.withColumn("y", F.year("l_shipdate")).withColumn("m", F.month("l_shipdate"))
+    pq_in = pq_in.repartition(parallel, "y", "m")
+    _, t_pq = timed(lambda: pq_in.write.partitionBy("y", "m").parquet(pq_dir))
+    assert lp.open(root).count() == n_rows
+    rows.append(
+        ("Write lineitem by year/month", t_ours, "df.write.partitionBy(y, m).parquet", t_pq, n_rows)
+    )
+    return root
+
+
+def bench_scan(spark, root: str, li_path: str, n_rows: int, rows: list, repeat: int) -> None:
+    ns_df = lambda: spark.read.format(FMT).load(root)  # noqa: E731 (fresh relation per run)
+    # The ceiling: the same schema and batch size, the same number of tasks, no I/O.
+    schema = ns_df().schema
+    sample = lp.open(root).scan().to_batches()
+    first = pa.Table.from_batches([next(sample)]).combine_chunks().to_batches()[0]
+    batch = BatchConformer(spark_arrow_schema(schema))(first)
+    tasks = lps.plan_info(spark, root)["tasks"]
+    payload = pickle.dumps((batch, n_rows, tasks)).hex()
+
+    def mem():
+        reader = spark.read.format("lp_bench_memory").option("schema", schema.json())
+        return reader.option("payload", payload).load()
+
+    noop(ns_df())  # warm the Python workers before timing anything
+    t = interleaved(
+        {
+            "ours": lambda: noop(ns_df()),
+            "arrow": lambda: noop(lps.read_arrow(spark, root)),
+            "pq": lambda: noop(spark.read.parquet(li_path)),
+            "mem": lambda: noop(mem()),
+        },
+        repeat,
+    )
+    t_ours, t_arrow, t_pq, t_mem = t["ours"], t["arrow"], t["pq"], t["mem"]
+    rows.append(("Full scan (Python source)", t_ours, "Spark Parquet scan", t_pq, n_rows))
+    rows.append(
+        ("Full scan (read_arrow / mapInArrow)", t_arrow, "Spark Parquet scan", t_pq, n_rows)
+    )
+    rows.append(
+        ("Full scan (Python source)", t_ours, "in-memory Python source (ceiling)", t_mem, n_rows)
+    )
+
+
+def bench_q6(spark, root: str, li_path: str, work: str, rows: list, repeat: int) -> None:
+    pq_dir = os.path.join(work, "pq_lineitem")
+    spark.read.parquet(li_path).createOrReplaceTempView("li_flat")
+
+    def ours():
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW li_lp USING {FMT} OPTIONS (root '{root}', pushFilters 'true')"
+        )
+        return spark.sql(Q6.format(t="li_lp", extra="")).collect()[0][0]
+
+    def pq_part():
+        spark.read.parquet(pq_dir).createOrReplaceTempView("li_part")
+        return spark.sql(Q6.format(t="li_part", extra="y = 1994 AND ")).collect()[0][0]
+
+    flat = lambda: spark.sql(Q6.format(t="li_flat", extra="")).collect()[0][0]  # noqa: E731
+    assert ours() == pq_part() == flat()
+    t = interleaved({"ours": ours, "part": pq_part, "flat": flat}, repeat)
+    t_ours, t_part, t_flat = t["ours"], t["part"], t["flat"]
+    info = lps.plan_info(spark, root, "l_shipdate >= '1994-01-01' AND l_shipdate < '1995-01-01'")
+    label = f"Q6 with pruning ({info['partitions_scanned']}/{info['partitions_total']} partitions)"
+    rows.append((label, t_ours, "Parquet partitioned y/m, filter y = 1994", t_part, None))
+    rows.append((label, t_ours, "Parquet, unpartitioned", t_flat, None))
+
+
+def bench_many_partitions(spark, work: str, n: int, rows: list, repeat: int) -> None:
+    root = os.path.join(work, f"ns_{n}")
+    pq_dir = os.path.join(work, f"pq_{n}")
+    schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.int64())])
+    data = pa.table({"k": pa.array(range(n), pa.int32()), "v": pa.array(range(n), pa.int64())})
+    if not os.path.exists(os.path.join(root, "__manifest")):
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"  creating a namespace with {n} partitions ...", flush=True)
+        _, t = timed(lambda: lp.create(root, schema, "k").append(data))
+        print(f"    {t:.1f}s", flush=True)
+    if not os.path.exists(pq_dir):
+        print(f"  creating a Parquet directory with {n} partitions ...", flush=True)
+        df = spark.createDataFrame(data.to_pandas()).repartition(8, "k")
+        _, t = timed(lambda: df.write.partitionBy("k").parquet(pq_dir))
+        print(f"    {t:.1f}s", flush=True)
+    key = n // 2 + 7
+
+    def ours():
+        got = (
+            spark.read.format(FMT)
+            .option("pushFilters", "true")
+            .load(root)
+            .where(f"k = {key}")
+            .collect()
+        )
+        assert [r.v for r in got] == [key]
+
+    def parquet(threshold: str | None):
+        conf = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+        if threshold:
+            spark.conf.set(conf, threshold)
+        try:
+            got = spark.read.parquet(pq_dir).where(f"k = {key}").collect()
+            assert [r.v for r in got] == [key]
+        finally:
+            spark.conf.unset(conf)
+
+    t = interleaved(
+        {
+            "plan": lambda: lps.plan_info(spark, root, f"k = {key}"),
+            "ours": ours,
+            "default": lambda: parquet(None),
+            "serial": lambda: parquet(str(10 * n)),
+        },
+        repeat,
+    )
+    t_plan, t_ours, t_default, t_serial = t["plan"], t["ours"], t["default"], t["serial"]
+    rows.append(
+        (
+            f"1 of {n} partitions: new DataFrame + read",
+            t_ours,
+            "Parquet discovery (default)",
+            t_default,
+            None,
+        )
+    )
+    rows.append(
+        (
+            f"1 of {n} partitions: new DataFrame + read",
+            t_ours,
+            "Parquet discovery (threshold raised)",
+            t_serial,
+            None,
+        )
+    )
+    rows.append(
+        (
+            f"1 of {n} partitions: planning only (plan_info)",
+            t_plan,
+            "Parquet discovery (default)",
+            t_default,
+            None,
+        )
+    )
+
+
+# -- report -------------------------------------------------------------------------
+
+
+def report(rows: list, args, extra: dict[str, Any]) -> str:
+    lines = [
+        "# Spark source/sink vs Spark Parquet",
+        "",
+        f"`python benchmarks/spark_bench.py --sf {args.sf:g} --partitions {args.partitions}` — "
+        f"TPC-H SF {args.sf:g}, Spark local[2], PySpark 4.3; reads: median of {args.repeat} "
+        "rounds, variants interleaved round-robin; the write and the setup of the "
+        "many-partition tables run once.",
+        "",
+        f"Machine: {os.cpu_count()} cores; load average at start {extra['load']} "
+        "(other jobs were running: absolute numbers are noisy, ratios less so).",
+        "",
+        "| Measurement | lance_partitioned | Compared with | Spark | Ratio (ours / Spark) | Rows/s (ours) |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for label, ours, other_label, other, n in rows:
+        rate = f"{n / ours / 1e6:.2f}M" if n else ""
+        lines.append(
+            f"| {label} | {ours:.2f}s | {other_label} | {other:.2f}s | {ours / other:.2f} | {rate} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workdir", default="./data/bench-spark")
+    parser.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "spark.md"),
+    )
+    args = parser.parse_args(argv)
+    work = os.path.abspath(args.workdir)
+    os.makedirs(work, exist_ok=True)
+    extra = {"load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}
+    print(f"TPC-H SF {args.sf:g} ...", flush=True)
+    li_path = tpch.generate(args.sf, os.path.join(work, f"tpch-sf{args.sf:g}"), ("lineitem",))[
+        "lineitem"
+    ]
+    spark = lps.local_session("local[2]", "lance_partitioned-bench", shuffle_partitions=8)
+    spark.dataSource.register(MemorySource)
+    rows: list = []
+    try:
+        li = spark.read.parquet(li_path)
+        n_rows = li.count()
+        print("write ...", flush=True)
+        root = bench_write(spark, li, n_rows, work, rows)
+        print("scan ...", flush=True)
+        bench_scan(spark, root, li_path, n_rows, rows, args.repeat)
+        print("Q6 ...", flush=True)
+        bench_q6(spark, root, li_path, work, rows, args.repeat)
+        print(f"{args.partitions} partitions ...", flush=True)
+        bench_many_partitions(spark, work, args.partitions, rows, args.repeat)
+    finally:
+        lps.stop_session(spark)
+    text = report(rows, args, extra)
+    print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

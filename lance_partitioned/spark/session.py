@@ -1,0 +1,89 @@
+"""Starting a local Spark session set up for this source, and stopping it *including the JVM*.
+
+``spark.stop()`` stops the SparkContext but keeps the JVM (PySpark keeps its
+gateway for reuse), so scripts and test runs would leave a ``SparkSubmit``
+process behind. ``stop_session`` also shuts the gateway down and closes the
+JVM's stdin: PySpark's gateway server exits when its stdin reaches EOF.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Mapping
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+DEFAULT_CONF: dict[str, str] = {
+    # Without it Spark never calls pushFilters (PySpark 4.3).
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Reusing Python workers made scans about 3x faster (DESIGN §4).
+    "spark.python.worker.reuse": "true",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
+def local_session(
+    master: str = "local[2]",
+    app_name: str = "lance_partitioned",
+    *,
+    shuffle_partitions: int = 8,
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
+) -> SparkSession:
+    """A Spark session with filter pushdown on, workers on this interpreter, the source registered."""
+    from lance_partitioned.spark import register
+
+    # Workers must run this interpreter: it is the one with lance_partitioned installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("LANCE_LOG", "error")
+    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = dict(DEFAULT_CONF)
+    settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with warnings.catch_warnings():
+        # PySpark launches the JVM with Popen(preexec_fn=...), which runs fork
+        # hooks: lance's "not fork-safe" warning is moot for a child that execs.
+        warnings.filterwarnings("ignore", message="lance is not fork-safe")
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    register(spark)
+    return spark
+
+
+def stop_session(spark: SparkSession | None, timeout: float = 30.0) -> None:
+    """Stop Spark and make the driver JVM exit; safe to call twice."""
+    if spark is not None:
+        try:
+            spark.stop()
+        except Exception:
+            pass
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc: subprocess.Popen | None = getattr(gateway, "proc", None)
+    try:
+        gateway.shutdown()
+    except Exception:
+        pass
+    if proc is not None:
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()  # EOF: the gateway server calls System.exit
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+        except Exception:
+            pass
+    SparkContext._gateway = None
+    SparkContext._jvm = None
