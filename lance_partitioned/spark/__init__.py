@@ -162,7 +162,14 @@ def read_arrow(
     return spark.range(0, n, 1, n).mapInArrow(read_tasks, schema)
 
 
+# Storage partitioned join; imported last because it uses read_arrow above.
+from lance_partitioned.spark.spj import Side, join, join_explain, shuffle_write_bytes  # noqa: E402
+
 __all__ = [
+    "Side",
+    "join",
+    "join_explain",
+    "shuffle_write_bytes",
     "NAME",
     "LancePartitionedDataSource",
     "UnsupportedTypeError",

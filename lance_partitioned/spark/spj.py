@@ -1,6 +1,6 @@
 """Storage partitioned join in Spark: one task per partition group, no shuffle.
 
-    from lance_partitioned.spark.join import Side, join, join_explain
+    from lance_partitioned.spark.spj import Side, join, join_explain
     df = join(spark, Side(orders_root, filter="o_orderdate >= '1995-01-01'"), customers_root,
               on=[("customer_id", "id")], how="left")
     print(join_explain(orders_root, customers_root, on=[("customer_id", "id")]))
