@@ -191,8 +191,7 @@ class PartitionedNamespace:
             progress=progress,
         )
         try:
-            for batch in iter_batches(data):
-                writer.write(batch)
+            writer.write_all(iter_batches(data))
             written = writer.finish()
         except BaseException:
             abort_write(snapshot, writer.result)

@@ -569,3 +569,36 @@ def test_read_arrow_version_and_columns(spark, events_ns):
     assert load(spark, root, columns="country,id").columns == ["country", "id"]
     assert lps.read_arrow(spark, root, filter="country = 'nowhere'").count() == 0
     assert load(spark, root, filter="country = 'nowhere'").count() == 0
+
+
+def test_evolution_round_trip_through_spark(spark, tmp_path):
+    """Spec and schema evolve in Python; Spark keeps writing and reading across versions."""
+    root = str(tmp_path / "evolving")
+    first = make_events(80)
+    events_df(spark, first).write.format(FMT).option("spec", "event_date").mode("append").save(root)
+    ns = lp.open(root)
+    ns.evolve_spec("year(event_date), country")
+    ns.add_column("score", pa.float64())
+    ns.rename_column("country", "nation")
+    # Spark sees the new schema and writes under spec v2
+    second = spark.createDataFrame(
+        [(1000 + i, dt.date(2026, 1, 1 + i), "US", None, 1.0, float(i)) for i in range(5)],
+        schema="id long, event_date date, nation string, ts timestamp, amount double, score double",
+    )
+    second.write.format(FMT).mode("append").save(root)
+    df = load(spark, root)
+    assert df.columns == ["id", "event_date", "nation", "ts", "amount", "score"]
+    rows = by_id(df.collect())
+    assert len(rows) == 85
+    assert [r["score"] for r in rows if r["id"] >= 1000] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert all(r["score"] is None for r in rows if r["id"] < 1000)
+    assert {r["nation"] for r in rows if r["id"] < 1000} == set(first["country"].to_pylist())
+    # pruning spans both versions, each by its own spec
+    flt = "nation = 'US' AND event_date = '2026-01-02'"
+    info = lps.plan_info(spark, root, flt)
+    expected = lp.open(root).plan(flt)
+    assert info["partitions_scanned"] == len(expected) < info["partitions_total"]
+    assert {t.spec_id for t in expected} >= {2}
+    got = load(spark, root, filter="nation = 'US' AND event_date = '2026-01-02'").collect()
+    assert [r["id"] for r in got] == [1001]
+    assert {t.spec_id for t in lp.open(root).plan()} == {1, 2}

@@ -225,12 +225,34 @@ class PartitionWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
+        self._accept(batch.num_rows, self._split(batch))
+
+    def write_all(self, batches: Iterable[pa.RecordBatch], threads: int = 2) -> None:
+        """Accept a stream of batches, splitting up to ``threads`` of them at once.
+
+        Splitting is CPU-bound Arrow work that releases the GIL; buffering stays
+        in order on this thread, and at most ``threads`` batches are in flight.
+        """
+        with ThreadPoolExecutor(threads) as pool:
+            pending: list[tuple[int, Any]] = []
+            for batch in batches:
+                pending.append((batch.num_rows, pool.submit(self._split, batch)))
+                if len(pending) >= threads:
+                    rows, fut = pending.pop(0)
+                    self._accept(rows, fut.result())
+            for rows, fut in pending:
+                self._accept(rows, fut.result())
+
+    def _split(self, batch: pa.RecordBatch) -> list[tuple[tuple[Any, ...], pa.RecordBatch]]:
         batch = self.conform(batch)
         keys = [f.values(batch, self.snapshot.schema) for f in self.spec.fields]
-        for key, rows in split_by_keys(batch, keys):
+        return list(split_by_keys(batch, keys))
+
+    def _accept(self, num_rows: int, groups: list[tuple[tuple[Any, ...], pa.RecordBatch]]) -> None:
+        for key, rows in groups:
             self._buffer(key, rows)
         if self.progress:
-            self.progress(batch.num_rows)
+            self.progress(num_rows)
         while self._total_bytes > self.max_buffer_bytes:
             self._flush(max(self._buffer_bytes, key=self._buffer_bytes.__getitem__))
 
