@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing
+from lance_partitioned.format.types import type_family
 
 if TYPE_CHECKING:
     from lance_partitioned.format.spec import PartitionField
@@ -23,32 +24,17 @@ _COL_RE = re.compile(r"\bcol(\d+)\b", re.IGNORECASE)
 
 
 def _kind(t: pa.DataType) -> str:
-    checks = [
+    """Like ``type_family``, but an expression must also keep int/float/decimal and date/timestamp apart."""
+    for name, test in (
         ("integer", pa.types.is_integer),
         ("floating", pa.types.is_floating),
         ("decimal", pa.types.is_decimal),
-        (
-            "string",
-            lambda x: (
-                pa.types.is_string(x) or pa.types.is_large_string(x) or pa.types.is_string_view(x)
-            ),
-        ),
-        (
-            "binary",
-            lambda x: (
-                pa.types.is_binary(x)
-                or pa.types.is_large_binary(x)
-                or pa.types.is_fixed_size_binary(x)
-            ),
-        ),
-        ("boolean", pa.types.is_boolean),
         ("date", pa.types.is_date),
         ("timestamp", pa.types.is_timestamp),
-    ]
-    for name, pred in checks:
-        if pred(t):
+    ):
+        if test(t):
             return name
-    return str(t)
+    return type_family(t)
 
 
 def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None):

@@ -24,29 +24,9 @@ import pyarrow.compute as pc
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing
+from lance_partitioned.format.types import is_bytes, is_numeric, is_temporal, is_text
 
 TIME_UNITS = ("year", "month", "day", "hour")
-
-
-def _is_temporal(t: pa.DataType) -> bool:
-    return pa.types.is_date(t) or pa.types.is_timestamp(t)
-
-
-def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
-
-def _is_binary(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-        or pa.types.is_binary_view(t)
-    )
-
-
-def _is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 def _to_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -133,7 +113,7 @@ class TimeTransform(Transform):
         if self.type == "hour":
             if not pa.types.is_timestamp(t):
                 raise SpecError(f"hour needs a timestamp source column, got {t}")
-        elif not _is_temporal(t):
+        elif not is_temporal(t):
             raise SpecError(f"{self.type} needs a date or timestamp source column, got {t}")
         return pa.int32()
 
@@ -254,7 +234,7 @@ class Truncate(Transform):
     def result_type(self, source_types):
         self._check_arity(source_types)
         t = source_types[0]
-        if not (_is_string(t) or _is_binary(t) or _is_numeric(t)):
+        if not (is_text(t) or is_bytes(t) or is_numeric(t)):
             raise SpecError(f"truncate needs a string, binary or numeric source column, got {t}")
         if pa.types.is_fixed_size_binary(t):
             raise SpecError("truncate cannot keep a fixed_size_binary type; use binary")
@@ -264,9 +244,9 @@ class Truncate(Transform):
         arr = _to_array(arrays[0])
         t = arr.type
         w = self.width
-        if _is_string(t):
+        if is_text(t):
             return pc.utf8_slice_codeunits(arr, 0, w)
-        if _is_binary(t):
+        if is_bytes(t):
             return pc.binary_slice(arr, 0, w)
         if pa.types.is_decimal(t):
             return _truncate_decimal(arr, w)
@@ -276,7 +256,7 @@ class Truncate(Transform):
         return f"truncate({self.width})"  # replaced per source type by PartitionField
 
     def expression_for(self, source_type: pa.DataType) -> str:
-        if _is_string(source_type) or _is_binary(source_type):
+        if is_text(source_type) or is_bytes(source_type):
             return f"left(col0, {self.width})"
         return f"col0 - (col0 % {self.width})"
 

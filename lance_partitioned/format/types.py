@@ -639,3 +639,49 @@ def _type_str(t: pa.DataType) -> str:
             f"dictionary<{type_to_string(t.index_type)}, {type_to_string(t.value_type)}{ordered}>"
         )
     return str(t)
+
+
+# -- type families, shared by transforms, input checks and expression checks ----
+
+
+def is_text(t: pa.DataType) -> bool:
+    """utf8, large_utf8 or string_view."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def is_bytes(t: pa.DataType) -> bool:
+    """binary, large_binary, fixed_size_binary or binary_view."""
+    return (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_binary_view(t)
+    )
+
+
+def is_numeric(t: pa.DataType) -> bool:
+    """Integers, floats and decimals."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def is_temporal(t: pa.DataType) -> bool:
+    """Dates and timestamps."""
+    return pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def type_family(t: pa.DataType) -> str:
+    """A coarse family name: values may be cast within a family, never across."""
+    if pa.types.is_dictionary(t):
+        return type_family(t.value_type)
+    for name, test in (
+        ("number", is_numeric),
+        ("string", is_text),
+        ("binary", is_bytes),
+        ("datetime", is_temporal),
+        ("boolean", pa.types.is_boolean),
+    ):
+        if test(t):
+            return name
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "list"
+    return "struct" if pa.types.is_struct(t) else str(t.id)

@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.types import type_family
 
 DataLike = Any  # pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | pandas.DataFrame
 
@@ -44,33 +45,12 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
         )
 
 
-def _kind(t: pa.DataType) -> str:
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "number"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-        or pa.types.is_binary_view(t)
-    ):
-        return "binary"
-    if pa.types.is_timestamp(t) or pa.types.is_date(t):
-        return "datetime"
-    if pa.types.is_dictionary(t):
-        return _kind(t.value_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return "list"
-    return str(t.id) if not pa.types.is_struct(t) else "struct"
-
-
 def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
     if col.type.equals(target):
         return col
     if pa.types.is_null(col.type):
         return pa.nulls(len(col), type=target)
-    if _kind(col.type) != _kind(target) and not pa.types.is_dictionary(col.type):
+    if type_family(col.type) != type_family(target) and not pa.types.is_dictionary(col.type):
         raise SchemaError(
             f"column {name!r}: cannot write {col.type} into the namespace type {target}"
         )

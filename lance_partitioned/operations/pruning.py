@@ -52,6 +52,7 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.sql import render_literal, to_sql
 from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
+from lance_partitioned.format.types import is_text
 
 MAX_IN_VALUES = 4096
 
@@ -258,7 +259,7 @@ class SpecProjector:
             return In(col, tuple(Literal(v) for v in sorted(vals, key=_sort_key)))
         if isinstance(p, Like) and not p.negated and isinstance(t, Truncate):
             prefix = _like_prefix(p.pattern)
-            if prefix is None or not _is_text(src_type):
+            if prefix is None or not is_text(src_type):
                 return None
             if len(prefix) >= t.width:
                 return Compare("=", col, Literal(prefix[: t.width]))
@@ -403,10 +404,6 @@ def _like_prefix(pattern: str) -> str | None:
 
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:
