@@ -13,11 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, NamedTuple
 
+import lance
 import pyarrow as pa
 
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr, referenced_columns
+from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.sql import (
     FilterParseError,
     from_datafusion,
@@ -89,6 +91,45 @@ def _filter_batch(batch: pa.RecordBatch, sql: str | None) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [out.column(i).combine_chunks() for i in range(out.num_columns)], schema=batch.schema
     )
+
+
+def read_leaf(
+    ds: lance.LanceDataset,
+    schema: Schema,
+    columns: list[str],
+    sql: str | None,
+    filter_columns: Sequence[str],
+    label: str,
+    *,
+    batch_size: int | None = None,
+    fragments: list[Any] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Rows of one leaf matching ``sql``, as namespace ``columns`` (mapped by field id).
+
+    When the leaf names every filter column as the namespace does, Lance
+    filters; otherwise (renamed or missing columns) the rows are conformed
+    first and filtered with DataFusion, the same SQL dialect.
+    """
+    mapping = ReadMapping(schema, columns, ds, label)
+    kwargs: dict[str, Any] = {}
+    if batch_size:
+        kwargs["batch_size"] = batch_size
+    if fragments is not None:
+        kwargs["fragments"] = fragments
+    if ReadMapping(schema, list(filter_columns), ds, label).is_identity:
+        # Late materialisation (take the other columns row by row after the
+        # filter) loses to reading them whole at typical selectivities.
+        if sql is not None:
+            kwargs["late_materialization"] = False
+        for batch in ds.scanner(columns=mapping.leaf_columns, filter=sql, **kwargs).to_batches():
+            yield mapping.conform(batch)
+        return
+    both = list(dict.fromkeys([*columns, *filter_columns]))
+    wide = ReadMapping(schema, both, ds, label)
+    for batch in ds.scanner(columns=wide.leaf_columns, **kwargs).to_batches():
+        kept = _filter_batch(wide.conform(batch), sql)
+        if kept.num_rows:
+            yield kept.select(columns)
 
 
 class Scan:
@@ -165,31 +206,20 @@ class Scan:
     # -- reading ------------------------------------------------------------
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
-        ds = self.snapshot.open_leaf(leaf)
-        out_cols = [f.name for f in self.output_schema]
-        filter_cols = sorted(referenced_columns(self.expr)) if self.expr is not None else []
-        mapping = ReadMapping(self.snapshot.schema, out_cols, ds, leaf.object_id)
-        kwargs: dict[str, Any] = {}
-        if self.batch_size:
-            kwargs["batch_size"] = self.batch_size
-        fmapping = ReadMapping(self.snapshot.schema, filter_cols, ds, leaf.object_id)
-        if fmapping.is_identity:
-            # The leaf names every filter column as the namespace does: Lance filters it.
-            sql = self._leaf_sql(leaf)
-            # Late materialisation (take the other columns row by row after the
-            # filter) loses to reading them whole at typical selectivities.
-            if sql is not None:
-                kwargs["late_materialization"] = False
-            for batch in ds.to_batches(columns=mapping.leaf_columns, filter=sql, **kwargs):
-                yield mapping.conform(batch)
-            return
-        # Renamed or missing filter columns: conform first, then filter with DataFusion.
-        both = list(dict.fromkeys(out_cols + filter_cols))
-        wide = ReadMapping(self.snapshot.schema, both, ds, leaf.object_id)
-        for batch in ds.to_batches(columns=wide.leaf_columns, **kwargs):
-            kept = _filter_batch(wide.conform(batch), self.sql)
-            if kept.num_rows:
-                yield kept.select(out_cols)
+        yield from read_leaf(
+            self.snapshot.open_leaf(leaf),
+            self.snapshot.schema,
+            [f.name for f in self.output_schema],
+            self._leaf_sql(leaf),
+            self.filter_columns,
+            leaf.object_id,
+            batch_size=self.batch_size,
+        )
+
+    @cached_property
+    def filter_columns(self) -> list[str]:
+        """Namespace columns the filter reads."""
+        return sorted(referenced_columns(self.expr)) if self.expr is not None else []
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream record batches leaf by leaf; memory holds about one leaf batch at a time."""
@@ -220,8 +250,9 @@ class Scan:
 
         def one(leaf: Leaf) -> int:
             ds = self.snapshot.open_leaf(leaf)
-            cols = sorted(referenced_columns(self.expr)) if self.expr is not None else []
-            if ReadMapping(self.snapshot.schema, cols, ds, leaf.object_id).is_identity:
+            if ReadMapping(
+                self.snapshot.schema, self.filter_columns, ds, leaf.object_id
+            ).is_identity:
                 return ds.count_rows(filter=self._leaf_sql(leaf))
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 

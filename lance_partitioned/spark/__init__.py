@@ -149,6 +149,8 @@ def read_arrow(
         columns=tuple(arrow.names),
         filter_sql=scan.sql,
         target=spark_arrow_schema(schema),
+        schema=scan.snapshot.schema,
+        filter_columns=tuple(scan.filter_columns),
         batch_size=batch_size,
         storage_options=storage_options,
     )

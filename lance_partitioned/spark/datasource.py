@@ -174,6 +174,8 @@ class LancePartitionedReader(DataSourceReader):
             columns=columns,
             filter_sql=scan.sql,
             target=spark_arrow_schema(self.spark_schema),
+            schema=scan.snapshot.schema,
+            filter_columns=tuple(scan.filter_columns),
             batch_size=self.opts.batch_size,
             storage_options=self.opts.storage_options,
         )

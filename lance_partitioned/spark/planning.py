@@ -25,7 +25,8 @@ import pyarrow as pa
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, open_leaf_dataset
 from lance_partitioned.format.expressions import Expr
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.operations.scan import Scan, read_leaf
 from lance_partitioned.spark.types import BatchConformer
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class ReadOptions:
     target: pa.Schema
     batch_size: int | None = None
     storage_options: dict[str, str] | None = None
+    schema: Schema | None = None  # the namespace schema: leaves are mapped to it by field id
+    filter_columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -222,14 +225,19 @@ def read_task(task: ReadTask, options: ReadOptions) -> Iterator[pa.RecordBatch]:
     conform = BatchConformer(options.target)
     for piece in task.pieces:
         ds = open_leaf_dataset(piece.uri, piece.leaf, options.storage_options)
-        have = set(ds.schema.names)
-        # Columns a leaf lacks (written before a column was added) read as NULL.
-        cols = [c for c in options.columns if c in have]
-        kwargs: dict[str, object] = {"columns": cols, "filter": options.filter_sql}
-        if options.batch_size:
-            kwargs["batch_size"] = options.batch_size
+        fragments = None
         if piece.fragment_ids is not None:
-            kwargs["fragments"] = [ds.get_fragment(i) for i in piece.fragment_ids]
-        for batch in ds.scanner(**kwargs).to_batches():
+            fragments = [ds.get_fragment(i) for i in piece.fragment_ids]
+        # Columns are matched by field id: renamed ones keep their data, added ones read NULL.
+        for batch in read_leaf(
+            ds,
+            options.schema,
+            list(options.columns),
+            options.filter_sql,
+            options.filter_columns,
+            piece.leaf.object_id,
+            batch_size=options.batch_size,
+            fragments=fragments,
+        ):
             if batch.num_rows:
                 yield conform(batch)
