@@ -60,10 +60,10 @@ import ctypes
 import datetime as dt
 import decimal
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
+from .arrow_c import CArrowSchema, read_metadata
 from .expressions import (
     COMPARISON_OPS,
     FLIPPED_OP,
@@ -528,32 +528,24 @@ class _Parser:
         return self.as_bool(result)
 
     def or_level(self) -> _Operand:
-        left = self.and_level()
-        while self.at_kw("OR"):
-            self.advance()
-            self.require_operand("OR")
-            right = self.and_level()
-            left = _Operand(
-                "bool",
-                left.start,
-                right.end,
-                _merge_columns(left.columns, right.columns),
-                expr=Or(self.as_bool(left), self.as_bool(right)),
-            )
-        return left
+        return self._chain("OR", self.and_level, Or)
 
     def and_level(self) -> _Operand:
-        left = self.not_level()
-        while self.at_kw("AND"):
+        return self._chain("AND", self.not_level, And)
+
+    def _chain(self, keyword: str, operand: Any, node: Any) -> _Operand:
+        """``operand (keyword operand)*``, left-associative, as one boolean operand."""
+        left = operand()
+        while self.at_kw(keyword):
             self.advance()
-            self.require_operand("AND")
-            right = self.not_level()
+            self.require_operand(keyword)
+            right = operand()
             left = _Operand(
                 "bool",
                 left.start,
                 right.end,
                 _merge_columns(left.columns, right.columns),
-                expr=And(self.as_bool(left), self.as_bool(right)),
+                expr=node(self.as_bool(left), self.as_bool(right)),
             )
         return left
 
@@ -1305,44 +1297,13 @@ def _arrow_type_to_sql(t: Any) -> str:
     raise ValueError(f"no SQL spelling for a cast to {t}")
 
 
-class _ArrowSchemaC(ctypes.Structure):
-    pass
-
-
-_ArrowSchemaC._fields_ = [
-    ("format", ctypes.c_char_p),
-    ("name", ctypes.c_char_p),
-    ("metadata", ctypes.c_void_p),
-    ("flags", ctypes.c_int64),
-    ("n_children", ctypes.c_int64),
-    ("children", ctypes.c_void_p),
-    ("dictionary", ctypes.c_void_p),
-    ("release", ctypes.CFUNCTYPE(None, ctypes.c_void_p)),
-    ("private_data", ctypes.c_void_p),
-]
-
-
 def _ordered_metadata(schema: Any) -> list[tuple[str, str]]:
     """Schema metadata as an ordered list with duplicates (``Schema.metadata``
     is a dict, which loses both), read through the Arrow C data interface."""
-    c_schema = _ArrowSchemaC()
+    c_schema = CArrowSchema()
     schema._export_to_c(ctypes.addressof(c_schema))
     try:
-        ptr = c_schema.metadata
-        if not ptr:
-            return []
-        (count,) = struct.unpack("<i", ctypes.string_at(ptr, 4))
-        offset = 4
-        out = []
-        for _ in range(count):
-            (klen,) = struct.unpack("<i", ctypes.string_at(ptr + offset, 4))
-            key = ctypes.string_at(ptr + offset + 4, klen)
-            offset += 4 + klen
-            (vlen,) = struct.unpack("<i", ctypes.string_at(ptr + offset, 4))
-            val = ctypes.string_at(ptr + offset + 4, vlen)
-            offset += 4 + vlen
-            out.append((key.decode(), val.decode()))
-        return out
+        return [(k.decode(), v.decode()) for k, v in read_metadata(c_schema.metadata)]
     finally:
         if c_schema.release:
             c_schema.release(ctypes.addressof(c_schema))

@@ -36,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import PartitionedNamespaceError
+from lance_partitioned.format.arrow_c import CArrowSchema, read_metadata
 
 __all__ = [
     "TypeConversionError",
@@ -175,21 +176,6 @@ def _str_metadata(meta: dict[bytes, bytes] | None, what: str) -> dict[str, str]:
     return out
 
 
-class _CArrowSchema(ctypes.Structure):
-    # struct ArrowSchema from the Arrow C data interface (a stable ABI).
-    _fields_ = [
-        ("format", ctypes.c_char_p),
-        ("name", ctypes.c_char_p),
-        ("metadata", ctypes.c_void_p),
-        ("flags", ctypes.c_int64),
-        ("n_children", ctypes.c_int64),
-        ("children", ctypes.c_void_p),
-        ("dictionary", ctypes.c_void_p),
-        ("release", ctypes.c_void_p),
-        ("private_data", ctypes.c_void_p),
-    ]
-
-
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi)
 )
@@ -201,19 +187,8 @@ def _extension_metadata(t: pa.BaseExtensionType) -> bytes:
     pyarrow exposes it only for Python-defined extension types, so read it from
     the type's C data interface export, which carries it for every kind."""
     capsule = t.__arrow_c_schema__()
-    c_schema = _CArrowSchema.from_address(_capsule_pointer(capsule, b"arrow_schema"))
-    pos = c_schema.metadata
-    if not pos:
-        return b""
-    count = ctypes.c_int32.from_address(pos).value
-    pos += 4
-    for _ in range(count):
-        klen = ctypes.c_int32.from_address(pos).value
-        key = ctypes.string_at(pos + 4, klen)
-        pos += 4 + klen
-        vlen = ctypes.c_int32.from_address(pos).value
-        value = ctypes.string_at(pos + 4, vlen)
-        pos += 4 + vlen
+    c_schema = CArrowSchema.from_address(_capsule_pointer(capsule, b"arrow_schema"))
+    for key, value in read_metadata(c_schema.metadata):
         if key == _EXT_META.encode():
             return value
     return b""
