@@ -599,12 +599,7 @@ def _concat_reps(reps: list[_Rep]) -> _Rep:
 
 def _mix_block(h: np.ndarray, k: np.ndarray, t: np.ndarray) -> None:
     """h = murmur3 body step of h with block k, in place (k and t are clobbered)."""
-    np.multiply(k, _U32_C1, out=k)
-    np.left_shift(k, 15, out=t)
-    np.right_shift(k, 17, out=k)
-    np.bitwise_or(k, t, out=k)
-    np.multiply(k, _U32_C2, out=k)
-    np.bitwise_xor(h, k, out=h)
+    _mix_tail(h, k, t)  # the body step starts with the same scramble-and-xor
     np.left_shift(h, 13, out=t)
     np.right_shift(h, 19, out=h)
     np.bitwise_or(h, t, out=h)
