@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
-import time
 
 import lance
 import pyarrow as pa
@@ -366,10 +365,42 @@ def test_task_failure_aborts_and_leaves_nothing(spark, events_ns):
     )
     df = df.coalesce(1).repartitionByRange(2, "id")  # ids 1000-1199 | 1200-1399
 
+    root, files_before = events_ns.root, before[2]
+
+    # Nested so cloudpickle ships it by value to the Python worker.
+    def _wait_for_quiet_new_files(root: str, files_before: set[str], quiet_s: float = 3.0) -> None:
+        """Block until files beyond ``files_before`` exist under ``root`` and stop changing.
+
+        Runs inside a Spark task: the other task's files are written at the end of its
+        ``write``, and its commit message reaches the driver right after, so a listing
+        that has stopped changing means that task has reported. A fixed sleep was not
+        enough on a loaded machine.
+        """
+        import os
+        import time
+
+        def files():
+            out = set()
+            for dirpath, dirnames, filenames in os.walk(root):
+                rel = os.path.relpath(dirpath, root)
+                if rel.split(os.sep)[0] != "__manifest":
+                    out.update(os.path.join(rel, n) for n in dirnames + filenames)
+            return out
+
+        deadline = time.monotonic() + 120
+        last, since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            now = files()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif now - files_before and time.monotonic() - since >= quiet_s:
+                return
+            time.sleep(0.2)
+
     @F.udf("long")
     def boom(x):
         if x == 1399:
-            time.sleep(2)  # let the other task finish and report its files first
+            _wait_for_quiet_new_files(root, files_before)
             raise ValueError("injected failure for id 1399")
         return x
 
