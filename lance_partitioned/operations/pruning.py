@@ -79,9 +79,7 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
     if value is None:
         return False, None
     try:
-        if isinstance(value, str) and not (
-            pa.types.is_string(target) or pa.types.is_large_string(target)
-        ):
+        if isinstance(value, str) and not is_text(target):
             if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
                 return False, None
             value = _parse_temporal_text(value, target)

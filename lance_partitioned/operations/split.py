@@ -56,8 +56,23 @@ def split_by_keys(
     # One compact take per group (not slices of one reordered batch): Lance
     # writes compact arrays ~3x faster, and buffer accounting then measures
     # memory that a flush really frees.
+    takeable = _without_views(batch)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        yield _key_at(key_arrays, int(order[s])), batch.take(pa.array(order[s:e]))
+        rows = takeable.take(pa.array(order[s:e]))
+        if takeable is not batch:
+            rows = rows.cast(batch.schema)
+        yield _key_at(key_arrays, int(order[s])), rows
+
+
+def _without_views(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with string_view/binary_view columns as string/binary.
+
+    pyarrow has no ``take`` kernel for view types; callers cast the taken rows back.
+    """
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    fields = [f.with_type(plain.get(f.type, f.type)) for f in batch.schema]
+    target = pa.schema(fields, metadata=batch.schema.metadata)
+    return batch if target.equals(batch.schema) else batch.cast(target)
 
 
 def _key_at(key_arrays: Sequence[pa.Array], row: int) -> tuple[Any, ...]:
