@@ -45,6 +45,36 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
         )
 
 
+def coalesce_batches(
+    batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17
+) -> Iterator[pa.RecordBatch]:
+    """Concatenate consecutive small batches into ones of at least ``min_rows`` rows.
+
+    Splitting by partition costs per batch and per partition in it, so a stream
+    of small batches (Spark hands 10,000-row ones) is split far faster in bigger
+    pieces. Batches whose schemas differ are never merged; empty ones are dropped.
+    """
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+
+    def merged() -> pa.RecordBatch:
+        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        if pending and not batch.schema.equals(pending[0].schema, check_metadata=True):
+            yield merged()
+            pending, rows = [], 0
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= min_rows:
+            yield merged()
+            pending, rows = [], 0
+    if pending:
+        yield merged()
+
+
 def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
     if col.type.equals(target):
         return col

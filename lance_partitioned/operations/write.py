@@ -41,7 +41,7 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.input import InputConformer
+from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
     WriteMapping,
     leaf_arrow_schema,
@@ -230,12 +230,13 @@ class PartitionWriter:
     def write_all(self, batches: Iterable[pa.RecordBatch], threads: int = 2) -> None:
         """Accept a stream of batches, splitting up to ``threads`` of them at once.
 
-        Splitting is CPU-bound Arrow work that releases the GIL; buffering stays
-        in order on this thread, and at most ``threads`` batches are in flight.
+        Small batches are first coalesced (``coalesce_batches``). Splitting is
+        CPU-bound Arrow work that releases the GIL; buffering stays in order on
+        this thread, and at most ``threads`` batches are in flight.
         """
         with ThreadPoolExecutor(threads) as pool:
             pending: list[tuple[int, Any]] = []
-            for batch in batches:
+            for batch in coalesce_batches(batches):
                 pending.append((batch.num_rows, pool.submit(self._split, batch)))
                 if len(pending) >= threads:
                     rows, fut = pending.pop(0)

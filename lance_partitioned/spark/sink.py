@@ -167,9 +167,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             max_rows_per_file=self.max_rows_per_file,
         )
         try:
-            for batch in iterator:
-                if batch.num_rows:
-                    writer.write(batch)
+            writer.write_all(iterator)
             written = writer.finish()
         except BaseException:
             _discard_task_files(snapshot, writer.result)
