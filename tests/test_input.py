@@ -19,9 +19,11 @@ def test_small_batches_are_merged_in_order():
 
 
 def test_big_batches_pass_through_uncopied_and_empty_ones_are_dropped():
-    big = _batch(0, 500)
-    out = list(coalesce_batches([_batch(0, 0), big, _batch(500, 0)], min_rows=100))
-    assert len(out) == 1 and out[0] is big
+    big, quarter = _batch(10, 500), _batch(510, 25)
+    small = [_batch(0, 5), _batch(5, 5)]
+    out = list(coalesce_batches([_batch(0, 0), *small, big, _batch(0, 0), quarter], min_rows=100))
+    assert [b.num_rows for b in out] == [10, 500, 25]
+    assert out[1] is big and out[2] is quarter
 
 
 def test_batches_with_different_schemas_are_not_merged():

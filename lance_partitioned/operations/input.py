@@ -48,11 +48,12 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
 def coalesce_batches(
     batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17
 ) -> Iterator[pa.RecordBatch]:
-    """Concatenate consecutive small batches into ones of at least ``min_rows`` rows.
+    """Concatenate runs of small batches into ones of at least ``min_rows`` rows.
 
     Splitting by partition costs per batch and per partition in it, so a stream
     of small batches (Spark hands 10,000-row ones) is split far faster in bigger
-    pieces. Batches whose schemas differ are never merged; empty ones are dropped.
+    pieces. Batches of ``min_rows // 4`` rows or more pass through uncopied, as
+    do batches whose schema differs from the run's; empty ones are dropped.
     """
     pending: list[pa.RecordBatch] = []
     rows = 0
@@ -63,9 +64,13 @@ def coalesce_batches(
     for batch in batches:
         if not batch.num_rows:
             continue
-        if pending and not batch.schema.equals(pending[0].schema, check_metadata=True):
+        big = batch.num_rows >= min_rows // 4
+        if pending and (big or not batch.schema.equals(pending[0].schema, check_metadata=True)):
             yield merged()
             pending, rows = [], 0
+        if big:
+            yield batch
+            continue
         pending.append(batch)
         rows += batch.num_rows
         if rows >= min_rows:
