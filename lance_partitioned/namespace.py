@@ -291,8 +291,14 @@ class PartitionedNamespace:
         return self._evolve_schema(lambda s: s.drop_column(name))
 
     def widen_column(self, name: str, type: pa.DataType) -> Schema:
-        """Widen a column's type losslessly (int32→int64, float→double, decimal precision up)."""
-        return self._evolve_schema(lambda s: s.widen_column(name, type))
+        """Widen a column's type losslessly (int32→int64, float→double, decimal precision up).
+
+        identity and truncate partition fields on the column widen with it.
+        """
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        schema = evolution.widen_column(self._manifest, snapshot, name, type)
+        self.refresh()
+        return schema
 
     def _evolve_schema(self, change: Callable[[Schema], Schema]) -> Schema:
         snapshot = Snapshot.load(self._manifest, for_write=True)

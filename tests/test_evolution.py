@@ -177,6 +177,33 @@ def test_widening_keeps_bucket_values(tmp_path):
     assert lp.open(ns.root).version == version
 
 
+def test_widening_widens_identity_and_truncate_partition_columns(tmp_path):
+    schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.int64())])
+    ns = lp.create(str(tmp_path / "w"), schema, "k, truncate(10, k) AS kt, bucket(4, k) AS kb")
+    ns.append(pa.table({"k": pa.array([1, 12], pa.int32()), "v": [1, 2]}))
+    before = lp.open(ns.root).version
+    ns.widen_column("k", pa.int64())
+    spec = lp.open(ns.root).specs[1]
+    types = {f.field_id: f.result_type for f in spec.fields}
+    assert types == {"k": pa.int64(), "kt": pa.int64(), "kb": pa.int32()}
+    manifest = lance.dataset(os.path.join(ns.root, "__manifest")).schema
+    assert manifest.field("partition_field_k").type == pa.int64()
+    assert manifest.field("partition_field_kt").type == pa.int64()
+    assert manifest.field("partition_field_kb").type == pa.int32()
+    # a value only the wider type holds gets its own partition, and prunes
+    big = 2**40 + 3
+    ns.append(pa.table({"k": pa.array([big, 1], pa.int64()), "v": [3, 4]}))
+    [task] = ns.plan(f"k = {big}")
+    assert (task.partition_values["k"], task.partition_values["kt"]) == (big, big - big % 10)
+    assert sorted(ns.scan().to_arrow()["v"].to_pylist()) == [1, 2, 3, 4]
+    assert ns.count("k = 1") == 2 and len(ns.plan("k = 1")) == 1
+    assert ns.validate() == []
+    # the version before the change still reads as it was
+    old = lp.open(ns.root, version=before)
+    assert old.specs[1].fields[0].result_type == pa.int32()
+    assert sorted(old.scan().to_arrow()["k"].to_pylist()) == [1, 12]
+
+
 def test_section4_write_new_column_into_old_leaf(appendix_d):
     ns = appendix_d
     ns.add_column("score", pa.float64())

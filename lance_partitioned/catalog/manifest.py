@@ -238,6 +238,17 @@ class Manifest:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
 
+    def widen_partition_columns(self, types: dict[str, pa.DataType]) -> None:
+        """Cast ``partition_field_*`` columns to wider types (values are unchanged)."""
+        ds = self.dataset()
+        changes = [
+            {"path": column, "data_type": t}
+            for column, t in types.items()
+            if column in ds.schema.names and not ds.schema.field(column).type.equals(t)
+        ]
+        if changes:
+            ds.alter_columns(*changes)
+
     def add_partition_columns(self, fields: Sequence[pa.Field]) -> lance.LanceDataset:
         """Add nullable ``partition_field_*`` columns (all NULL for existing rows)."""
         ds = self.dataset()

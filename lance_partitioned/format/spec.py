@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -282,6 +282,21 @@ class PartitionSpec:
     def validate(self, schema: Schema) -> None:
         for f in self.fields:
             f.validate(schema)
+
+    def with_widened_source(self, source_id: int, new_type: pa.DataType) -> PartitionSpec:
+        """This spec after source ``source_id`` is widened to ``new_type``.
+
+        identity and truncate produce the source type, so their ``result_type``
+        widens with the source; every other transform's result type is fixed.
+        """
+        fields = []
+        for f in self.fields:
+            if isinstance(f.transform, (Identity, Truncate)) and f.source_ids == (source_id,):
+                natural = f.transform.result_type([new_type])
+                if not _widens_to(natural, f.result_type):
+                    f = replace(f, result_type=natural)
+            fields.append(f)
+        return replace(self, fields=tuple(fields))
 
     def describe(self, schema: Schema | None = None) -> str:
         return ", ".join(f.describe(schema) for f in self.fields) or "(unpartitioned)"

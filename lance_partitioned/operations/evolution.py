@@ -77,3 +77,28 @@ def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Sche
         {SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":"))}
     )
     return schema
+
+
+def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.DataType) -> Schema:
+    """Widen column ``name``, and the identity/truncate partition fields it feeds.
+
+    Those fields' ``partition_field_*`` columns are widened in ``__manifest``
+    first (a reader in between sees wider values of the same partitions), then
+    the schema and the specs switch together in one metadata commit.
+    """
+    schema = planned.schema.widen_column(name, new_type)
+    source_id = schema.field_id(name)
+    specs = {sid: s.with_widened_source(source_id, new_type) for sid, s in planned.specs.items()}
+    changed = [s for sid, s in specs.items() if s != planned.specs[sid]]
+    columns = {
+        f.column: f.result_type
+        for s in changed
+        for f, old in zip(s.fields, planned.specs[s.spec_id].fields, strict=True)
+        if not f.result_type.equals(old.result_type)
+    }
+    _check_unchanged(manifest, planned)
+    manifest.widen_partition_columns(columns)
+    metadata = {SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":"))}
+    metadata.update({s.key: s.to_json_str() for s in changed})
+    manifest.dataset().update_metadata(metadata)
+    return schema
