@@ -351,6 +351,15 @@ def events_ns(tmp_path):
     return ns
 
 
+def test_small_scans_take_few_tasks_unless_min_partitions_is_given(spark, events_ns):
+    # a Python-source task costs more than Lance takes to read 500k rows
+    assert len(events_ns.plan()) > 4
+    assert load(spark, events_ns.root).rdd.getNumPartitions() == 1
+    spread = load(spark, events_ns.root, minPartitions="4")
+    assert spread.rdd.getNumPartitions() >= 4  # about 4: whole leaves are packed greedily
+    assert spread.count() == events_ns.count()
+
+
 def _state(ns):
     fresh = lp.open(ns.root)
     return fresh.version, fresh.count(), listing(ns.root)

@@ -53,6 +53,8 @@ from lance_partitioned.operations.scan import parse_any_filter
 from lance_partitioned.spark.filters import FilterTranslator
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.planning import (
+    DEFAULT_MIN_TASKS,
+    MIN_ROWS_PER_TASK,
     ReadOptions,
     ReadPlan,
     ReadTask,
@@ -168,7 +170,8 @@ class LancePartitionedReader(DataSourceReader):
             self.expr,
             columns,
             rows_per_task=self.opts.rows_per_partition,
-            min_tasks=self.opts.min_partitions,
+            min_tasks=self.opts.min_partitions or DEFAULT_MIN_TASKS,
+            min_rows_per_task=1 if self.opts.min_partitions else MIN_ROWS_PER_TASK,
         )
         read_options = ReadOptions(
             columns=columns,

@@ -21,8 +21,10 @@ Reading:
 - ``columns``: comma-separated projection (the Python source API cannot prune columns).
 - ``version``: read an older ``__manifest`` version (a number or a tag).
 - ``batchSize``: rows per Arrow batch from Lance.
-- ``rowsPerPartition`` (default 1,048,576) and ``minPartitions`` (default 8): how
-  fragments are packed into Spark input partitions.
+- ``rowsPerPartition`` (default 1,048,576) and ``minPartitions``: how fragments are
+  packed into Spark input partitions. By default about 8 tasks, but none below
+  524,288 rows (a task costs more than Lance takes to read that); an explicit
+  ``minPartitions`` is honoured however small the tasks get.
 - ``scanLog``: a file to which every planned scan appends one JSON line (partitions
   scanned / total, pushed filter). The environment variable
   ``LANCE_PARTITIONED_SCAN_LOG`` sets a default; it must be set before Spark starts.
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from lance_partitioned.errors import SchemaError
-from lance_partitioned.spark.planning import DEFAULT_MIN_TASKS, DEFAULT_ROWS_PER_TASK, parse_version
+from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
 SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
 DEFAULT_MAX_BUFFER_BYTES = 128 << 20
@@ -82,7 +84,7 @@ class SourceOptions:
     version: int | str | None
     batch_size: int | None
     rows_per_partition: int
-    min_partitions: int
+    min_partitions: int | None  # None: the default, with a floor on rows per task
     scan_log: str | None
     filter: str | None
     push_filters: bool
@@ -121,7 +123,7 @@ class SourceOptions:
             batch_size=_int(options, "batchSize", None),
             rows_per_partition=_int(options, "rowsPerPartition", DEFAULT_ROWS_PER_TASK)
             or DEFAULT_ROWS_PER_TASK,
-            min_partitions=_int(options, "minPartitions", DEFAULT_MIN_TASKS) or DEFAULT_MIN_TASKS,
+            min_partitions=_int(options, "minPartitions", None) or None,
             scan_log=options.get("scanLog") or os.environ.get(SCAN_LOG_ENV) or None,
             filter=(options.get("filter") or "").strip() or None,
             push_filters=_bool(options, "pushFilters", False),
