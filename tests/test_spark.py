@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import threading
+import time
 
 import lance
 import pyarrow as pa
@@ -365,7 +367,7 @@ def _state(ns):
     return fresh.version, fresh.count(), listing(ns.root)
 
 
-def test_task_failure_aborts_and_leaves_nothing(spark, events_ns):
+def test_task_failure_aborts_and_leaves_nothing(spark, events_ns, tmp_path):
     before = _state(events_ns)
     new = make_events(400, start_id=1000).to_pandas()
     new.loc[:49, "country"] = "NEW"  # new partitions, written by the task that succeeds
@@ -373,48 +375,43 @@ def test_task_failure_aborts_and_leaves_nothing(spark, events_ns):
         new, schema="id long, event_date date, country string, ts timestamp, amount double"
     )
     df = df.coalesce(1).repartitionByRange(2, "id")  # ids 1000-1199 | 1200-1399
-
-    root, files_before = events_ns.root, before[2]
-
-    # Nested so cloudpickle ships it by value to the Python worker.
-    def _wait_for_quiet_new_files(root: str, files_before: set[str], quiet_s: float = 3.0) -> None:
-        """Block until files beyond ``files_before`` exist under ``root`` and stop changing.
-
-        Runs inside a Spark task: the other task's files are written at the end of its
-        ``write``, and its commit message reaches the driver right after, so a listing
-        that has stopped changing means that task has reported. A fixed sleep was not
-        enough on a loaded machine.
-        """
-        import os
-        import time
-
-        def files():
-            out = set()
-            for dirpath, dirnames, filenames in os.walk(root):
-                rel = os.path.relpath(dirpath, root)
-                if rel.split(os.sep)[0] != "__manifest":
-                    out.update(os.path.join(rel, n) for n in dirnames + filenames)
-            return out
-
-        deadline = time.monotonic() + 120
-        last, since = None, time.monotonic()
-        while time.monotonic() < deadline:
-            now = files()
-            if now != last:
-                last, since = now, time.monotonic()
-            elif now - files_before and time.monotonic() - since >= quiet_s:
-                return
-            time.sleep(0.2)
+    waiting, go = str(tmp_path / "waiting"), str(tmp_path / "fail-now")
 
     @F.udf("long")
     def boom(x):
         if x == 1399:
-            _wait_for_quiet_new_files(root, files_before)
+            import os
+            import time
+
+            open(waiting, "w").close()
+            deadline = time.monotonic() + 300
+            while not os.path.exists(go) and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise ValueError("injected failure for id 1399")
         return x
 
+    tracker = spark.sparkContext.statusTracker()
+
+    def release_when_first_task_reported():
+        # Fail the second task only once the driver has the first task's result (and
+        # so its commit message): the scheduler handles that before the failure. The
+        # write stage is the newest active one once the failing task is waiting.
+        deadline = time.monotonic() + 300
+        while not os.path.exists(waiting) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stage = max(tracker.getActiveStageIds(), default=None)
+        while stage is not None and time.monotonic() < deadline:
+            info = tracker.getStageInfo(stage)
+            if info is None or info.numCompletedTasks >= 1:
+                break
+            time.sleep(0.05)
+        open(go, "w").close()
+
+    releaser = threading.Thread(target=release_when_first_task_reported, daemon=True)
+    releaser.start()
     with pytest.raises(Exception, match="injected failure"):
         df.withColumn("id", boom("id")).write.format(FMT).mode("append").save(events_ns.root)
+    releaser.join(timeout=60)
     assert _state(events_ns) == before
 
 
