@@ -15,6 +15,7 @@ from lance_partitioned.errors import (
     SchemaError,
     SpecError,
     UnsupportedFeatureError,
+    VersionNotFoundError,
 )
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
@@ -41,6 +42,7 @@ __all__ = [
     "SchemaError",
     "SpecError",
     "UnsupportedFeatureError",
+    "VersionNotFoundError",
     "WriteResult",
     "create",
     "open",

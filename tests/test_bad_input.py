@@ -128,7 +128,7 @@ def test_unknown_projection_column(ns):
 
 
 def test_bad_version(ns):
-    with pytest.raises(lp.NotAPartitionedNamespaceError, match="at version 999"):
+    with pytest.raises(lp.VersionNotFoundError, match="version 999 .* does not exist"):
         lp.open(ns.root, version=999)
 
 

@@ -26,6 +26,7 @@ from lance_partitioned.errors import (
     CommitConflictError,
     NotAPartitionedNamespaceError,
     UnsupportedFeatureError,
+    VersionNotFoundError,
 )
 from lance_partitioned.format.sql import quote_identifier, render_literal
 
@@ -76,6 +77,23 @@ def _flags(meta: dict[str, str], key: str) -> int:
         raise UnsupportedFeatureError(f"{key} is not an integer: {raw!r}") from exc
 
 
+def _is_partitioned(ds: lance.LanceDataset | None) -> bool:
+    return ds is not None and any(k.startswith(SPEC_KEY_PREFIX) for k in ds.metadata)
+
+
+def _version_ranges(ds: lance.LanceDataset | None) -> str:
+    """``1..7`` or ``1, 4..7``: the versions that exist, compactly."""
+    if ds is None:
+        return "unknown"
+    spans: list[list[int]] = []
+    for v in sorted(v["version"] for v in ds.versions()):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
+
+
 def _sql_in(column: str, values: Sequence[Any]) -> str:
     return f"{quote_identifier(column)} IN ({', '.join(render_literal(v) for v in values)})"
 
@@ -111,13 +129,19 @@ class Manifest:
         try:
             ds = self.dataset(version)
         except Exception as exc:
+            if version is not None:
+                self._missing_version(version, exc)
             raise NotAPartitionedNamespaceError(
-                f"{self.root!r} is not a partitioned namespace: cannot open {MANIFEST_DIR}"
-                + (f" at version {version!r}" if version is not None else "")
-                + f": {exc}"
+                f"{self.root!r} is not a partitioned namespace: cannot open {MANIFEST_DIR}: {exc}"
             ) from exc
         meta = ds.metadata
         if not any(k.startswith(SPEC_KEY_PREFIX) for k in meta):
+            if version is not None and _is_partitioned(self._latest_or_none()):
+                raise VersionNotFoundError(
+                    f"{MANIFEST_DIR} version {ds.version} of {self.root!r} predates the "
+                    "namespace's partition specs (it has no partition_spec_v<N> key); "
+                    f"open a later one (versions are {_version_ranges(self._latest_or_none())})"
+                )
             raise NotAPartitionedNamespaceError(
                 f"{self.root!r} is a namespace directory but not a partitioned namespace: "
                 f"its {MANIFEST_DIR} metadata has no partition_spec_v<N> key"
@@ -135,6 +159,42 @@ class Manifest:
                     "refusing to write"
                 )
         return self._repaired(ds, version)
+
+    def _latest_or_none(self) -> lance.LanceDataset | None:
+        try:
+            return self.dataset()
+        except Exception:
+            return None
+
+    def _missing_version(self, version: int | str, exc: Exception) -> None:
+        """Raise VersionNotFoundError naming what exists, when the namespace itself opens."""
+        latest = self._latest_or_none()
+        if not _is_partitioned(latest):
+            return  # not a namespace at all: the caller says so
+        assert latest is not None
+        if isinstance(version, str):
+            tags = sorted(latest.tags.list())
+            if version not in tags:
+                listing = f"tags: {', '.join(tags)}" if tags else "it has no tags"
+                raise VersionNotFoundError(
+                    f"{self.root!r} has no tag {version!r}; {listing}"
+                ) from None
+            raise VersionNotFoundError(
+                f"tag {version!r} of {self.root!r} names {MANIFEST_DIR} version "
+                f"{latest.tags.get_version(version)}, which cannot be opened: {exc}"
+            ) from exc
+        known = [v["version"] for v in latest.versions()]
+        if version not in known:
+            if version < 1:
+                cleaned = " (versions are numbered from 1)"
+            elif known and version < known[-1]:
+                cleaned = " (it was cleaned up)"
+            else:
+                cleaned = ""
+            raise VersionNotFoundError(
+                f"{MANIFEST_DIR} version {version} of {self.root!r} does not exist{cleaned}; "
+                f"versions are {_version_ranges(latest)}"
+            ) from None
 
     def _repaired(self, ds: lance.LanceDataset, version: int | str | None) -> lance.LanceDataset:
         """``ds``, or its repair when a foreign writer dropped our columns (``catalog.repair``)."""
