@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_p
 from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
+from lance_partitioned.format.sql import render_literal
 from lance_partitioned.operations import evolution, maintenance
 from lance_partitioned.operations.delete import DeleteResult, delete_rows
 from lance_partitioned.operations.input import DataLike, iter_batches
@@ -348,18 +348,45 @@ class PartitionedNamespace:
         return out
 
     def namespace_properties(self, namespace_id: Sequence[str]) -> dict[str, str]:
-        """Runtime properties of Appendix E for a namespace path like ``["v1", "k7m2..."]``."""
+        """Runtime properties of Appendix E for a namespace path like ``["v1", "k7m2..."]``.
+
+        ``["v<N>"]`` gives ``partition_spec``; a partition namespace at level k
+        gives ``partition.<field_id>`` of field k only (its own level), built from
+        the typed ``partition_field_*`` columns, so rows another implementation
+        wrote (with no ``metadata`` mirror) show their values too. A table path
+        gives every field of its spec. A NULL value has no key (FORMAT.md §5).
+        Raises KeyError for a path that names no row.
+        """
         path = list(namespace_id)
         snap = self._snapshot
-        if len(path) == 1:
-            sid = layout.spec_id_of(path[0])
-            return {"partition_spec": snap.specs[sid].to_json_str()}
         oid = layout.join_id(*path)
-        rows = snap.dataset.to_table(filter=f"object_id = '{oid}'").to_pylist()
+        try:
+            spec = snap.specs[layout.spec_id_of(oid)] if path else None
+        except (ValueError, KeyError):
+            spec = None
+        if spec is None:
+            raise KeyError(f"no namespace {oid!r} in {self.root!r}")
+        if len(path) == 1:
+            return {"partition_spec": spec.to_json_str()}
+        columns = [f.column for f in spec.fields]
+        rows = snap.dataset.to_table(
+            columns=["object_type", *columns], filter=f"object_id = {render_literal(oid)}"
+        ).to_pylist()
         if not rows:
-            raise KeyError(f"no namespace {oid!r}")
-        meta = json.loads(rows[0]["metadata"] or "{}")
-        return {k: v for k, v in meta.items() if k.startswith(MIRROR_PREFIX)}
+            raise KeyError(f"no namespace {oid!r} in {self.root!r}")
+        row = rows[0]
+        if row["object_type"] == "table":
+            fields = list(spec.fields)
+        elif len(path) - 1 <= len(spec.fields):
+            fields = [spec.fields[len(path) - 2]]
+        else:
+            raise KeyError(f"{oid!r} is deeper than the {len(spec.fields)} fields of {spec.key}")
+        values = {f.field_id: row[f.column] for f in fields}
+        return {
+            MIRROR_PREFIX + fid: format_partition_value(v)
+            for fid, v in values.items()
+            if v is not None
+        }
 
     def describe(self) -> str:
         """Schema, every spec version, and partitions with values and row counts."""
