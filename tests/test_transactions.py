@@ -29,7 +29,6 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.operations.transaction import (
     TXN_PROPERTY,
     AppendFiles,
-    ForeignChangeError,
     LeafChange,
     ReplaceFiles,
     fragment_signature,
@@ -118,17 +117,18 @@ def test_staging_never_accepts_a_version_with_someone_elses_commit_below(ns, kin
     assert got == ({"b0", "a"} if kind == "append" else {"a"})  # never "other"
 
 
-def test_foreign_lance_write_blocks_only_that_partition(ns):
+def test_plain_lance_write_to_a_leaf_stays_invisible_and_does_not_block(ns, caplog):
     uri, published = leaf_uri(ns, 3)
     lance.write_dataset(rows("foreign", [3], 1, 700), uri, mode="append")
-    with pytest.raises(ForeignChangeError, match="not written by a namespace transaction") as err:
-        ns.append(rows("a", [3, 4], 1, 100))
-    assert isinstance(err.value, lp.CommitConflictError) and not err.value.retryable
-    assert "foreign" not in {t for t, _, _ in state(ns.root)}
-    ns.append(rows("b", [4], 1, 200))  # other partitions are unaffected
-    lance.dataset(uri, version=published).restore()  # the documented way out
+    with caplog.at_level("WARNING"):
+        ns.append(rows("a", [3, 4], 1, 100))  # built on the published version
+    assert "not written by a namespace transaction" in caplog.text
+    (task,) = ns.plan("part = 3")
+    parent = lance.dataset(uri, version=task.read_version - 1)
+    assert fragment_signature(parent) == fragment_signature(lance.dataset(uri, version=published))
     ns.append(rows("c", [3], 1, 300))
-    assert {t for t, p, _ in state(ns.root) if p == 3} == {"b0", "c"}
+    assert {t for t, p, _ in state(ns.root) if p == 3} == {"b0", "a", "c"}
+    assert "foreign" not in set(lance.dataset(uri).to_table()["txn"].to_pylist())
 
 
 def test_write_planned_before_a_foreign_clobber_still_commits(ns):

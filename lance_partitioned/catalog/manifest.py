@@ -349,22 +349,28 @@ def lock_rows(spec_ids: Iterable[int]) -> list[dict[str, Any]]:
 
 
 def republish_rows(
-    ds: lance.LanceDataset, versions: dict[str, int], extra: Sequence[dict[str, Any]] = ()
+    ds: lance.LanceDataset,
+    versions: dict[str, int],
+    extra: Sequence[dict[str, Any]] = (),
+    branches: dict[str, str | None] | None = None,
 ) -> pa.Table:
     """Existing table rows of ``ds`` with ``read_version`` moved to ``versions[object_id]``.
 
-    ``read_branch``/``read_tag`` are cleared (a published main version wins) and
-    the metadata mirror follows. ``extra`` rows (lock rows) are appended.
+    ``read_branch`` becomes ``branches[object_id]`` (None, i.e. main, when not
+    given: the version was staged on main), ``read_tag`` is cleared (the
+    published version wins), and the metadata mirror follows. ``extra`` rows
+    (lock rows) are appended.
     """
     ids = list(versions)
     rows = ds.to_table(filter=_sql_in("object_id", ids)) if ids else ds.schema.empty_table()
     data = rows.to_pylist()
     for row in data:
         version = versions[row["object_id"]]
+        branch = (branches or {}).get(row["object_id"])
         row["read_version"] = version
-        row["read_branch"] = None
+        row["read_branch"] = branch
         row["read_tag"] = None
-        row["metadata"] = with_read_mirror(row["metadata"], version)
+        row["metadata"] = with_read_mirror(row["metadata"], version, branch)
     data.extend(extra)
     return pa.Table.from_pylist(data, schema=ds.schema)
 

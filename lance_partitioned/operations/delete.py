@@ -25,9 +25,9 @@ from lance_partitioned.operations.transaction import (
     DeleteRows,
     StagedLeaf,
     StagedSet,
+    leaf_target,
     new_txn_id,
     pause_point,
-    published_version,
     run_parallel,
     stage_leaf,
 )
@@ -79,7 +79,10 @@ def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> 
         change = changes.setdefault(
             leaf.object_id, DeleteRows(predicate, snapshot.schema, columns, leaf.object_id)
         )
-        return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
+        target = leaf_target(uri, leaf, opts)  # a branch-pinned leaf is changed on its branch
+        return stage_leaf(
+            target.uri, target.published, change, staged.txn, opts, branch=target.branch
+        )
 
     published = None
     try:
@@ -88,7 +91,8 @@ def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> 
         if not versions:
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
-        rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs))
+        branches = {oid: staged.leaves[oid].branch for oid in versions}
+        rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs), branches)
         published = manifest.commit(snapshot.dataset, rows).version
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):

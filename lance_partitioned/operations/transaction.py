@@ -12,14 +12,17 @@ one invariant, which is what makes crashed and concurrent writers harmless:
 
 Lance histories are linear, so a leaf's latest version may hold *unpublished*
 versions of other transactions (a writer that crashed, lost its manifest
-commit, or is still in flight). Staging never builds on them: when the latest
+commit, or is still in flight, ours or another implementation's, or a plain
+Lance append to the partition table). Staging never builds on them: when the latest
 version's content differs from the published one, it first commits a
 ``Restore`` of the published version, then its own operation, and accepts the
 result only if Lance put it directly on top (version = parent + 1). Anything
 else means another commit slipped in between; the attempt is discarded and
 retried. Every commit we make carries ``lp.txn=<transaction id>`` in its Lance
-transaction properties, so versions written by anyone else (plain Lance
-appends to a leaf) are recognised and never restored over silently.
+transaction properties, so versions written by anyone else are recognised
+and the restore over them is logged as a warning. A leaf pinned to a branch
+(``read_branch``, or a tag on a branch) is staged on that branch, in its
+directory ``<leaf>/tree/<branch>`` (``leaf_target``).
 """
 
 from __future__ import annotations
@@ -53,11 +56,12 @@ _paused: set[str] = set()
 
 
 class ForeignChangeError(CommitConflictError):
-    """A leaf has versions beyond its published one that no namespace transaction wrote.
+    """Another writer changed a leaf so that its published version cannot be told.
 
-    Someone committed to the leaf with plain Lance. Building on such a version
-    would publish rows the namespace never decided on, and restoring over it
-    would discard them, so the write refuses; retrying does not help.
+    The case: the ``__manifest`` row pins the leaf to a tag the leaf no longer
+    has. (Unpublished versions above the published one are not this error:
+    writes build on the published version and leave them invisible.) Retrying
+    does not help.
     """
 
     retryable = False
@@ -233,9 +237,10 @@ class CompactFiles(LeafChange):
 class StagedLeaf:
     """A leaf version committed by transaction ``txn`` but not (yet) published."""
 
-    uri: str
+    uri: str  # the leaf, or its branch directory when ``branch`` is set
     published: int  # the version whose content the staged version builds on
     version: int  # the staged version (== published when the change was a no-op)
+    branch: str | None = None  # the Lance branch staged on (None: main)
 
     @property
     def changed(self) -> bool:
@@ -258,16 +263,70 @@ def fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
     return sig
 
 
-def published_version(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> int | None:
-    """The main-branch version whose content readers see for ``leaf`` (None: latest main)."""
-    if leaf.read_branch is not None:
-        raise PartitionedNamespaceError(
-            f"partition {leaf.object_id!r} is pinned to branch {leaf.read_branch!r}; "
-            "writing to a branch-pinned partition is not supported"
-        )
+MAIN_BRANCH = "main"
+
+
+def branch_uri(uri: str, branch: str | None) -> str:
+    """Where a leaf's branch lives: Lance keeps branch ``b`` of ``uri`` at ``uri/tree/b``.
+
+    Opening that directory gives the branch's own version history (shared with
+    main up to the fork), so every integer-version operation used for main
+    (open, Restore, strict commits) works on a branch unchanged.
+    """
+    if branch is None or branch == MAIN_BRANCH:
+        return uri
+    return uri.rstrip("/") + "/tree/" + branch
+
+
+@dataclass(frozen=True)
+class LeafTarget:
+    """Where a write to a leaf goes, and the version whose content it builds on."""
+
+    uri: str  # the leaf, or its branch directory
+    published: int | None  # None: the row reads the latest version (of the branch)
+    branch: str | None  # None: main
+
+
+def leaf_target(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> LeafTarget:
+    """The published content of ``leaf`` per seed 000 Read Behavior, as a write target.
+
+    ``read_tag``: the tag's version, on the branch the tag points into;
+    ``read_branch`` + ``read_version``: that version of that branch (a write goes
+    to the branch and moves its ``read_version``); ``read_version``: that main
+    version; all NULL: the latest main version. Raises ForeignChangeError when the
+    row names a tag the leaf no longer has: nobody can tell what is published.
+    """
     if leaf.read_tag is not None:
-        return lance.dataset(uri, storage_options=storage_options).tags.get_version(leaf.read_tag)
-    return leaf.read_version
+        tags = lance.dataset(uri, storage_options=storage_options).tags.list()
+        info = tags.get(leaf.read_tag)
+        if info is None:
+            raise ForeignChangeError(
+                f"partition {leaf.object_id!r} is pinned to tag {leaf.read_tag!r}, which its "
+                f"table {uri!r} no longer has (tags: {', '.join(sorted(tags)) or 'none'}); "
+                "the published version is unknown, so nothing can be built on it. Point the "
+                "row at a version (read_version) or recreate the tag"
+            )
+        branch = info.get("branch")
+        branch = None if branch == MAIN_BRANCH else branch
+        return LeafTarget(branch_uri(uri, branch), info["version"], branch)
+    if leaf.read_branch is not None and leaf.read_branch != MAIN_BRANCH:
+        return LeafTarget(branch_uri(uri, leaf.read_branch), leaf.read_version, leaf.read_branch)
+    return LeafTarget(uri, leaf.read_version, None)
+
+
+def published_version(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> int | None:
+    """The main-branch version whose content readers see for ``leaf`` (None: latest main).
+
+    For callers that work on main only (compaction): a leaf published on a branch
+    (``read_branch``, or a tag on a branch) raises; writes use ``leaf_target``.
+    """
+    target = leaf_target(uri, leaf, storage_options)
+    if target.branch is not None:
+        raise PartitionedNamespaceError(
+            f"partition {leaf.object_id!r} is published on branch {target.branch!r}; "
+            "this operation works on main only"
+        )
+    return target.published
 
 
 def _commit(
@@ -322,16 +381,23 @@ def _clean_base(
         ) from exc
     if fragment_signature(pinned) == fragment_signature(latest):
         return latest
+    # Unpublished versions -- of our crashed, failed or in-flight transactions, or
+    # written by another implementation or plain Lance -- are never built on: the
+    # namespace never decided on them, so they must not become visible.
     foreign = foreign_versions(latest, published)
     if foreign:
-        raise ForeignChangeError(
-            f"leaf {uri!r} has versions {foreign} beyond its published version {published} that "
-            "were not written by a namespace transaction (plain Lance writes to a partition "
-            "table); publish them or restore the leaf to version "
-            f"{published} before writing to this partition"
+        log.warning(
+            "leaf %s: versions %s above its published version %d were not written by a "
+            "namespace transaction (another writer's unpublished or abandoned versions); "
+            "building on the published version, so they stay invisible",
+            uri,
+            foreign,
+            published,
         )
-    # Unpublished versions of crashed, failed or in-flight transactions: never build on them.
-    log.info("leaf %s: restoring published version %d over unpublished versions", uri, published)
+    else:
+        log.info(
+            "leaf %s: restoring published version %d over unpublished versions", uri, published
+        )
     return _commit(
         latest, lance.LanceOperation.Restore(published), latest.version, txn, storage_options
     )
@@ -344,14 +410,17 @@ def stage_leaf(
     txn: str,
     storage_options: dict[str, str] | None = None,
     attempts: int = STAGE_ATTEMPTS,
+    branch: str | None = None,
 ) -> StagedLeaf:
     """Commit ``change`` as a new leaf version on top of the published content.
 
     Contract: the returned version's parent holds exactly the content of
     ``published`` (None: the latest version at the time of the call) and the
-    version adds ``change`` and nothing else. Raises CommitConflictError when
-    concurrent commits to the leaf keep slipping in, ForeignChangeError when
-    the leaf holds versions no namespace transaction wrote.
+    version adds ``change`` and nothing else; unpublished versions above
+    ``published`` (whoever wrote them) are restored over, never built on.
+    ``uri`` is the leaf or its branch directory (``leaf_target``); ``branch``
+    is recorded in the result. Raises CommitConflictError when concurrent
+    commits to the leaf keep slipping in.
     """
     last: BaseException | None = None
     for attempt in range(attempts):
@@ -364,7 +433,7 @@ def stage_leaf(
             base = _clean_base(uri, pub, txn, storage_options)
             op = change.operation(base)
             if op is None:
-                return StagedLeaf(uri, pub, pub)
+                return StagedLeaf(uri, pub, pub, branch)
             result = _commit(base, op, base.version, txn, storage_options)
         except PartitionedNamespaceError:
             raise  # ours: foreign versions, a cleaned-up base; retrying here cannot help
@@ -374,7 +443,7 @@ def stage_leaf(
             last = exc
             continue
         if result.version == base.version + 1:
-            return StagedLeaf(uri, pub, result.version)
+            return StagedLeaf(uri, pub, result.version, branch)
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(

@@ -54,9 +54,10 @@ from lance_partitioned.operations.transaction import (
     ReplaceFiles,
     StagedLeaf,
     StagedSet,
+    branch_uri,
+    leaf_target,
     new_txn_id,
     pause_point,
-    published_version,
     remove_dir,
     remove_file,
     run_parallel,
@@ -112,6 +113,13 @@ class LeafWrite:
     new_namespaces: list[tuple[str, int]]  # (object_id, level) of namespaces to create
     fragments: list[str] = field(default_factory=list)  # FragmentMetadata JSON
     rows: int = 0
+    # The Lance branch the leaf is published on (None: main): files go to its
+    # directory and the staged version to its history (``transaction.leaf_target``).
+    branch: str | None = None
+
+    def files_uri(self, snapshot: Snapshot) -> str:
+        """Where this write's data files go: the leaf, or its branch's directory."""
+        return branch_uri(snapshot.leaf_uri(self.location), self.branch)
 
 
 @dataclass
@@ -168,14 +176,20 @@ class PartitionResolver:
         spec = self.spec
         existing: Leaf | None = self._leaves.get(key)
         if existing is not None:
+            target = leaf_target(
+                self.snapshot.leaf_uri(existing.location),
+                existing,
+                self.snapshot.manifest.storage_options,
+            )
             return LeafWrite(
                 spec.spec_id,
                 key,
                 existing.object_id,
                 existing.location,
                 is_new=False,
-                base_version=existing.read_version,
+                base_version=target.published,
                 new_namespaces=[],
+                branch=target.branch,
             )
         parent = layout.spec_namespace(spec.spec_id)
         new_ns: list[tuple[str, int]] = []
@@ -286,7 +300,7 @@ class PartitionWriter:
         table = target.conform(table) if isinstance(target, WriteMapping) else table.cast(target)
         frags = write_fragments(
             table,
-            self.snapshot.leaf_uri(lw.location),
+            lw.files_uri(self.snapshot),
             schema=table.schema,
             max_rows_per_file=self.max_rows_per_file,
             storage_options=self.snapshot.manifest.storage_options,
@@ -301,7 +315,7 @@ class PartitionWriter:
         mapping = self._mappings.get(lw.object_id)
         if mapping is None:
             leaf = lance.dataset(
-                self.snapshot.leaf_uri(lw.location),
+                lw.files_uri(self.snapshot),
                 version=lw.base_version,
                 storage_options=self.snapshot.manifest.storage_options,
             )
@@ -358,12 +372,41 @@ def _stage(
             uri, leaf_arrow_schema(snapshot.schema), _fragments(lw), staged.txn, opts
         )
     assert published is not None
+    return _stage_existing(uri, lw, published, mode, staged, opts)
+
+
+def _stage_existing(
+    uri: str,
+    lw: LeafWrite,
+    published: Leaf,
+    mode: str,
+    staged: StagedSet,
+    opts: dict[str, str] | None,
+) -> StagedLeaf:
+    """Stage ``lw`` on the published content of an existing leaf (on its branch, if any)."""
+    target = leaf_target(uri, published, opts)
+    if target.branch != lw.branch:
+        # the files were written into the other branch's directory
+        raise CommitConflictError(
+            f"partition {lw.object_id!r} moved from branch {lw.branch or 'main'!r} to "
+            f"{target.branch or 'main'!r} while it was being written; retry the write"
+        )
     return stage_leaf(
-        uri, published_version(uri, published, opts), _leaf_change(lw, mode), staged.txn, opts
+        target.uri,
+        target.published,
+        _leaf_change(lw, mode),
+        staged.txn,
+        opts,
+        branch=target.branch,
     )
 
 
-def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str, int]) -> pa.Table:
+def _manifest_rows(
+    snapshot: Snapshot,
+    written: WrittenFiles,
+    versions: dict[str, int],
+    branches: dict[str, str | None] | None = None,
+) -> pa.Table:
     spec_cols: dict[int, list[str]] = {
         sid: [f.column for f in s.fields] for sid, s in snapshot.specs.items()
     }
@@ -382,6 +425,8 @@ def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str
             row["metadata"] = mirror_metadata({f.field_id: lw.key[level - 1]})
             rows.append(row)
         version = versions[lw.object_id]
+        # a branch-pinned leaf stays on its branch (seed 000: read_branch + read_version)
+        branch = (branches or {}).get(lw.object_id)
         row = {
             "object_id": lw.object_id,
             "object_type": "table",
@@ -389,8 +434,10 @@ def _manifest_rows(snapshot: Snapshot, written: WrittenFiles, versions: dict[str
             "metadata": with_read_mirror(
                 mirror_metadata({f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}),
                 version,
+                branch,
             ),
             "read_version": version,
+            "read_branch": branch,
         }
         row.update(dict(zip(cols, lw.key, strict=True)))
         rows.append(row)
@@ -434,7 +481,8 @@ def _publish_rows(
 ) -> tuple[pa.Table, list[str]]:
     """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
     versions = {oid: s.version for oid, s in staged.leaves.items()}
-    upserts = _manifest_rows(base, written, versions)
+    branches = {oid: s.branch for oid, s in staged.leaves.items()}
+    upserts = _manifest_rows(base, written, versions, branches)
     deletes: list[str] = []
     if mode == OVERWRITE or replaces:
         keep = {lw.object_id for lw in written.leaves.values()}
@@ -578,9 +626,8 @@ def _rebase(
                 f"partition {lw.object_id!r} was changed or removed concurrently by another writer"
             )
         uri = latest.leaf_uri(lw.location)
-        opts = manifest.storage_options
-        staged.leaves[lw.object_id] = stage_leaf(
-            uri, published_version(uri, now, opts), _leaf_change(lw, mode), staged.txn, opts
+        staged.leaves[lw.object_id] = _stage_existing(
+            uri, lw, now, mode, staged, manifest.storage_options
         )
         published[lw.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)
@@ -590,13 +637,12 @@ def _rebase(
 def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
     """Reclaim the files of a write that will not be committed (nothing was staged)."""
     for lw in written.leaves.values():
-        uri = snapshot.leaf_uri(lw.location)
         if lw.is_new:
-            remove_dir(uri)
+            remove_dir(snapshot.leaf_uri(lw.location))
         else:
             for frag in _fragments(lw):
                 for f in frag.files:
-                    remove_file(uri, f.path)
+                    remove_file(lw.files_uri(snapshot), f.path)
 
 
 def new_job_secret() -> bytes:

@@ -78,7 +78,7 @@ def _discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
     the same new partition directory (names are derived from the job secret).
     """
     for lw in written.leaves.values():
-        base = _local_path(snapshot.leaf_uri(lw.location))
+        base = _local_path(lw.files_uri(snapshot))
         if base is None:
             continue
         for frag_json in lw.fragments:
