@@ -9,6 +9,7 @@ ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 from lance_partitioned.errors import (
     CommitConflictError,
     FilterError,
+    NamespaceDamagedError,
     NamespaceExistsError,
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
@@ -32,6 +33,7 @@ __all__ = [
     "ForeignChangeError",
     "MaintenanceReport",
     "FilterError",
+    "NamespaceDamagedError",
     "NamespaceExistsError",
     "NotAPartitionedNamespaceError",
     "PartitionField",

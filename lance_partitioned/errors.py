@@ -23,6 +23,10 @@ class VersionNotFoundError(PartitionedNamespaceError, LookupError):
     """The namespace exists, but not the ``__manifest`` version or tag asked for."""
 
 
+class NamespaceDamagedError(PartitionedNamespaceError):
+    """``__manifest`` lacks columns its metadata calls for; writes wait for ``ns.repair()``."""
+
+
 class NamespaceExistsError(PartitionedNamespaceError):
     """create() was called on a root that already holds a namespace."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import history, layout
+from lance_partitioned.catalog import history, layout, repair
 from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     Manifest,
@@ -369,7 +369,7 @@ class PartitionedNamespace:
         if len(path) == 1:
             return {"partition_spec": spec.to_json_str()}
         columns = [f.column for f in spec.fields]
-        rows = snap.dataset.to_table(
+        rows = snap.rows_dataset.to_table(
             columns=["object_type", *columns], filter=f"object_id = {render_literal(oid)}"
         ).to_pylist()
         if not rows:
@@ -431,6 +431,21 @@ class PartitionedNamespace:
         self._snapshot = Snapshot.load(self._manifest, result.version)
         return result
 
+    def repair(self) -> list[str]:
+        """Restore ``__manifest`` columns a foreign writer dropped, in one commit.
+
+        Opening and reading never write: a damaged latest version (for example
+        after a ``DirectoryNamespace`` ``create_namespace``, which keeps only its
+        base columns) is read through an in-memory reconstruction and writes
+        refuse with NamespaceDamagedError until this is called. Values come from
+        the newest intact ``__manifest`` version, else the metadata mirror
+        (FORMAT.md §5). Returns what was done, in words (empty: nothing to repair).
+        """
+        self._check_not_pinned()
+        done = repair.repair(self._manifest, self._manifest.open_checked(for_write=True))
+        self.refresh()
+        return done
+
     def tag(self, name: str, version: int | None = None) -> int:
         """Name a ``__manifest`` version (default: this handle's) so it can be opened later
         with ``lp.open(root, version=name)``; cleanup keeps it. Returns the version."""
@@ -458,6 +473,8 @@ class PartitionedNamespace:
     def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
         """Remove versions no longer needed by any snapshot current within ``older_than``
         (tagged snapshots are kept)."""
+        # a damaged latest version may hide which leaf versions are published
+        Snapshot.load(self._manifest, for_write=True)
         report = maintenance.cleanup(self._manifest, older_than)
         if not self._pinned:
             self.refresh()
@@ -465,6 +482,7 @@ class PartitionedNamespace:
 
     def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
         """Remove what crashed or failed writers left behind (only things older than ``older_than``)."""
+        Snapshot.load(self._manifest, for_write=True)  # refuses a damaged namespace
         report = maintenance.vacuum(self._manifest, older_than)
         if not self._pinned:
             self.refresh()

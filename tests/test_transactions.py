@@ -1,5 +1,5 @@
 """The transaction protocol in one process: staging invariants, G4, deletes, time travel,
-tags, and repair after a foreign ``DirectoryNamespace`` writer.
+tags, and (explicit) repair after a foreign ``DirectoryNamespace`` writer.
 
 Crash and multi-process behaviour is in ``test_crash.py`` and ``test_concurrency.py``.
 """
@@ -131,16 +131,21 @@ def test_plain_lance_write_to_a_leaf_stays_invisible_and_does_not_block(ns, capl
     assert "foreign" not in set(lance.dataset(uri).to_table()["txn"].to_pylist())
 
 
-def test_write_planned_before_a_foreign_clobber_still_commits(ns):
+def test_write_planned_before_a_foreign_clobber_fails_cleanly_until_repaired(ns):
     snap = Snapshot.load(ns.manifest, for_write=True)
     writer = PartitionWriter(snap, new_job_secret())
     writer.write(rows("a", [1, 7], 2, 100).to_batches()[0])
     written = writer.finish()
+    before = state(ns.root)
     DirectoryNamespace(root=ns.root).create_namespace(CreateNamespaceRequest(id=["foreign"]))
-    commit_write(ns.manifest, snap, written)  # conflicts, repairs on reload, rebases
-    assert state(ns.root) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0)) + table_state(
-        rows("a", [1, 7], 2, 100)
-    )
+    clobbered = ns.manifest.dataset().version
+    with pytest.raises(lp.NamespaceDamagedError, match=r"call ns.repair\(\)"):
+        commit_write(ns.manifest, snap, written)  # conflicts; the reload finds the damage
+    assert ns.manifest.dataset().version == clobbered  # nothing published, nothing repaired
+    assert state(ns.root) == before
+    ns.repair()
+    ns.append(rows("a", [1, 7], 2, 100))
+    assert state(ns.root) == before + table_state(rows("a", [1, 7], 2, 100))
     assert "foreign" in manifest_table(ns.root)["object_id"].to_pylist()
 
 
@@ -250,17 +255,22 @@ def test_foreign_directory_namespace_write_is_repaired_from_history(ns, caplog):
     DirectoryNamespace(root=ns.root).create_namespace(CreateNamespaceRequest(id=["foreign"]))
     clobbered = lance.dataset(os.path.join(ns.root, "__manifest"))
     assert "read_version" not in clobbered.schema.names
+    expected = table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0)) + table_state(
+        rows("a", [1, 2, 8], 2, 100)
+    )
     with caplog.at_level("WARNING"):
         reopened = lp.open(ns.root)
-    assert "repaired" in caplog.text and "from history" in caplog.text
+    assert "lacks the read columns" in caplog.text and "from history" in caplog.text
+    assert ns.manifest.dataset().version == clobbered.version  # opening did not repair
+    assert state(ns.root) == expected  # read through the in-memory reconstruction
+    assert state(ns.root, clobbered.version) == expected  # so is the damaged version itself
+    done = reopened.repair()
+    assert "restored them as version" in done[0] and "from history" in done[1]
     after = _rows_by_id(manifest_table(ns.root))
     assert after.pop("foreign")["object_type"] == "namespace"
     assert after == before
-    assert state(ns.root) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0)) + table_state(
-        rows("a", [1, 2, 8], 2, 100)
-    )
-    with pytest.raises(lp.NotAPartitionedNamespaceError, match="foreign writer"):
-        lp.open(ns.root, version=clobbered.version)
+    assert state(ns.root) == expected
+    assert reopened.repair() == []  # nothing left to do: no commit
     reopened.append(rows("c", [8], 1, 300))
     assert reopened.count("part = 8") == 3
 
@@ -274,7 +284,7 @@ def test_foreign_write_is_repaired_from_the_metadata_mirror_alone(ns):
         older_than=dt.timedelta(0)
     )
     assert len(lance.dataset(os.path.join(ns.root, "__manifest")).versions()) == 1
-    lp.open(ns.root)
+    lp.open(ns.root).repair()
     after = _rows_by_id(manifest_table(ns.root))
     after.pop("foreign")
     assert after == before

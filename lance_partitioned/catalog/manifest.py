@@ -121,7 +121,12 @@ class Manifest:
     def open_checked(
         self, version: int | str | None = None, for_write: bool = False
     ) -> lance.LanceDataset:
-        """Open, and refuse non-partitioned namespaces and unknown feature flags."""
+        """Open, and refuse non-partitioned namespaces and unknown feature flags.
+
+        Read-only: a version a foreign writer damaged is returned as it is
+        (``Snapshot.load`` reads it through ``catalog.repair``; ``ns.repair()``
+        fixes it).
+        """
         if not self._local_exists():
             raise NotAPartitionedNamespaceError(
                 f"{self.root!r} is not a partitioned namespace: it has no {MANIFEST_DIR} table"
@@ -158,7 +163,7 @@ class Manifest:
                     f"{self.root!r} needs writer features {wflags:#x} that this version does not support; "
                     "refusing to write"
                 )
-        return self._repaired(ds, version)
+        return ds
 
     def _latest_or_none(self) -> lance.LanceDataset | None:
         try:
@@ -195,20 +200,6 @@ class Manifest:
                 f"{MANIFEST_DIR} version {version} of {self.root!r} does not exist{cleaned}; "
                 f"versions are {_version_ranges(latest)}"
             ) from None
-
-    def _repaired(self, ds: lance.LanceDataset, version: int | str | None) -> lance.LanceDataset:
-        """``ds``, or its repair when a foreign writer dropped our columns (``catalog.repair``)."""
-        from lance_partitioned.catalog import repair  # repair builds on this module
-
-        missing = repair.missing_columns(ds)
-        if not missing:
-            return ds
-        if version is not None:
-            raise NotAPartitionedNamespaceError(
-                f"__manifest version {ds.version} of {self.root!r} was rewritten by a foreign "
-                f"writer that dropped columns {missing}; open a later (repaired) or an earlier version"
-            )
-        return repair.repair(self, ds)
 
     def _local_exists(self) -> bool:
         if "://" in self.uri and not self.uri.startswith("file://"):

@@ -15,14 +15,18 @@ JSON and the table metadata (schema, specs) survive; ``read_*`` and
   else NULL (the row then reads the leaf's latest version, and a warning says
   so).
 
-The repair is one strict compare-and-swap ``Overwrite`` on ``__manifest`` on top
-of the damaged version: if anyone commits meanwhile, it is retried from there.
+Opening never writes (issue 10 D12): ``Snapshot.load`` reads a damaged version
+through ``view``, an in-memory Lance dataset of the rebuilt rows, and logs what
+is missing; writes refuse (``NamespaceDamagedError``) until ``ns.repair()``
+calls ``repair``: one strict compare-and-swap ``Overwrite`` on ``__manifest`` on
+top of the damaged version; if anyone commits meanwhile, it is retried from there.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from typing import Any
 
 import lance
@@ -38,6 +42,7 @@ from lance_partitioned.catalog.manifest import (
     Manifest,
     manifest_schema,
 )
+from lance_partitioned.errors import NamespaceDamagedError
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +75,37 @@ def missing_columns(ds: lance.LanceDataset) -> list[str]:
     return [c for c in dict.fromkeys(wanted) if c not in names]
 
 
+def describe_damage(ds: lance.LanceDataset, missing: list[str]) -> str:
+    """What is missing from ``ds`` and the likely cause, in one sentence (facts, not guesses)."""
+    read = [c for c in missing if c in READ_COLUMNS]
+    parts = [c for c in missing if c not in READ_COLUMNS]
+    what = []
+    if read:
+        what.append(
+            f"the read columns {read} (it was rewritten with the DirectoryNamespace base "
+            "columns only, as DirectoryNamespace create_namespace/create_table/drop_table do)"
+        )
+    if parts:
+        owners = sorted(
+            f"{SPEC_KEY_PREFIX}{sid}"
+            for sid, fields in _partition_fields(ds.metadata).items()
+            if any(column in parts for _, column, _ in fields)
+        )
+        what.append(f"the partition columns {parts} that {', '.join(owners)} call for")
+    return f"__manifest version {ds.version} lacks " + " and ".join(what)
+
+
+def view(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[lance.LanceDataset, list[str]]:
+    """The rebuilt rows of ``damaged`` as an in-memory Lance dataset (nothing is written),
+    and the notes of ``rebuild``."""
+    table, notes, _ = rebuild(manifest, damaged)
+    uri = f"memory://lp-view-{uuid.uuid4().hex}"
+    return lance.write_dataset(table, uri, schema=table.schema), notes
+
+
 def _history(manifest: Manifest, damaged: lance.LanceDataset) -> dict[str, dict[str, Any]]:
-    """object_id → read columns, from the newest earlier version that still had them."""
+    """object_id → our columns (read and partition columns, as far as it had them), from
+    the newest earlier version that still had the read columns."""
     for v in reversed(damaged.versions()):
         if v["version"] >= damaged.version:
             continue
@@ -81,14 +115,18 @@ def _history(manifest: Manifest, damaged: lance.LanceDataset) -> dict[str, dict[
             continue
         if not set(READ_COLUMNS) <= set(ds.schema.names):
             continue
-        data = ds.to_table(columns=["object_id", *READ_COLUMNS]).to_pylist()
+        ours = [c for c in ds.schema.names if c in READ_COLUMNS or c.startswith("partition_field_")]
+        data = ds.to_table(columns=["object_id", *ours]).to_pylist()
         log.info("repair: read columns taken from __manifest version %d", v["version"])
         return {row["object_id"]: row for row in data}
     return {}
 
 
-def rebuild(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[pa.Table, list[str]]:
-    """The repaired rows (full schema) and a list of human-readable notes."""
+def rebuild(
+    manifest: Manifest, damaged: lance.LanceDataset
+) -> tuple[pa.Table, list[str], list[str]]:
+    """The repaired rows (full schema), human-readable notes, and the object ids whose
+    partition values nothing recorded (they come out NULL)."""
     from lance_partitioned.catalog.snapshot import parse_partition_value
 
     fields = _partition_fields(damaged.metadata)
@@ -102,6 +140,7 @@ def rebuild(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[pa.Table, 
     history = _history(manifest, damaged)
     notes: list[str] = []
     from_history = from_mirror = unknown = 0
+    lost: set[str] = set()
     out = []
     for row in rows:
         oid = row["object_id"]
@@ -117,9 +156,17 @@ def rebuild(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[pa.Table, 
             for level, (fid, column, rtype) in enumerate(spec_fields[:depth], start=1):
                 # a table row lists every value; a namespace row only its own level's
                 owner = oid if is_table else layout.join_id(*parts[: level + 1])
-                text = meta_of.get(owner, {}).get(MIRROR_PREFIX + fid)
-                if column not in row or row.get(column) is None:
+                if column in row and row[column] is not None:
+                    continue
+                old_row = history.get(oid, {})
+                owner_meta = meta_of.get(owner, {})
+                if column in old_row:  # exact and typed; rows of other writers have no mirror
+                    fixed[column] = old_row[column]
+                else:
+                    text = owner_meta.get(MIRROR_PREFIX + fid)
                     fixed[column] = parse_partition_value(text, rtype)
+                    if not any(k.startswith(MIRROR_PREFIX) for k in owner_meta):
+                        lost.add(oid)  # no history and no mirror: NULL is a guess
         if row["object_type"] == "table" and not all(c in row for c in READ_COLUMNS):
             old = history.get(oid)
             if old is not None:
@@ -138,23 +185,39 @@ def rebuild(manifest: Manifest, damaged: lance.LanceDataset) -> tuple[pa.Table, 
                     unknown += 1
                     notes.append(f"{oid}: read_version unknown; it now reads the latest version")
         out.append(fixed)
+    if lost:
+        notes.append(
+            f"partition values of {len(lost)} rows are unknown (no earlier version has them and "
+            f"their metadata has no partition.* mirror); they read as NULL: {sorted(lost)[:5]}"
+        )
     notes.insert(
         0,
         f"{len(out)} rows; read columns of {from_history} table rows from history, "
         f"{from_mirror} from the metadata mirror, {unknown} unknown",
     )
-    return pa.Table.from_pylist(out, schema=schema), notes
+    return pa.Table.from_pylist(out, schema=schema), notes, sorted(lost)
 
 
-def repair(
-    manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5
-) -> lance.LanceDataset:
-    """Restore our columns on top of ``damaged`` (the latest version) and return the result."""
+def repair(manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5) -> list[str]:
+    """Restore our columns on top of ``damaged`` (the latest version), in one commit.
+
+    Only ever called explicitly (``ns.repair()``). Returns what was done, in
+    words; an empty list when nothing was missing (no commit).
+    """
     for _ in range(attempts):
         missing = missing_columns(damaged)
         if not missing:
-            return damaged
-        table, notes = rebuild(manifest, damaged)
+            return []
+        table, notes, lost = rebuild(manifest, damaged)
+        if lost:
+            # Writing NULL for values nobody recorded would mis-file those partitions
+            # for good; the damaged version stays readable (as NULL) meanwhile.
+            raise NamespaceDamagedError(
+                f"cannot repair {manifest.root!r}: {describe_damage(damaged, missing)}, and "
+                f"the partition values of {len(lost)} rows are recorded nowhere (no earlier "
+                f"__manifest version has them, their metadata has no partition.* mirror): "
+                f"{lost[:5]}. Restore the columns by hand (seed 000, Appendix C)"
+            )
         frags = write_fragments(
             table,
             manifest.uri,
@@ -178,14 +241,10 @@ def repair(
                 raise
             damaged = manifest.dataset()  # someone committed (or repaired) meanwhile
             continue
-        log.warning(
-            "repaired %s: a foreign writer had dropped columns %s from __manifest version %d; "
-            "restored them as version %d (%s)",
-            manifest.root,
-            missing,
-            damaged.version,
-            repaired.version,
-            "; ".join(notes),
-        )
-        return repaired
+        done = [
+            f"{describe_damage(damaged, missing)}; restored them as version {repaired.version}",
+            *notes,
+        ]
+        log.info("repaired %s: %s", manifest.root, "; ".join(done))
+        return done
     raise RuntimeError(f"could not repair __manifest of {manifest.root!r}: it kept changing")

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import layout
+from lance_partitioned.catalog import layout, repair
 from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     SPEC_KEY_PREFIX,
@@ -26,7 +26,11 @@ from lance_partitioned.catalog.manifest import (
     join_uri,
     prefix_filter,
 )
-from lance_partitioned.errors import NotAPartitionedNamespaceError, SpecError
+from lance_partitioned.errors import (
+    NamespaceDamagedError,
+    NotAPartitionedNamespaceError,
+    SpecError,
+)
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
@@ -91,20 +95,49 @@ class Leaf(NamedTuple):
         return self.read_version
 
 
+# (root, version) pairs already warned about, so that repeated loads of one
+# damaged version (every scan refreshes) log once per process.
+_warned: set[tuple[str, int, str]] = set()
+
+
+def _warn_once(root: str, version: int, message: str) -> None:
+    if (root, version, message) not in _warned:
+        _warned.add((root, version, message))
+        log.warning("%s: %s", root, message)
+
+
 @dataclass
 class Snapshot:
-    """A namespace as of one ``__manifest`` version."""
+    """A namespace as of one ``__manifest`` version.
+
+    ``dataset`` is that version; when a foreign writer left it without columns
+    its metadata calls for (``damage``), rows are read from ``rows_dataset``, an
+    in-memory rebuild (``catalog.repair``), and nothing is written.
+    """
 
     manifest: Manifest
     dataset: lance.LanceDataset
     schema: Schema
     specs: dict[int, PartitionSpec]
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    damage: list[str] = field(default_factory=list)  # our columns ``dataset`` lacks
+    view: lance.LanceDataset | None = field(default=None, repr=False)
+
+    @property
+    def rows_dataset(self) -> lance.LanceDataset:
+        """Where rows are read from: the version itself, or its in-memory repair."""
+        return self.view if self.view is not None else self.dataset
 
     @classmethod
     def load(
         cls, manifest: Manifest, version: int | str | None = None, for_write: bool = False
     ) -> Snapshot:
+        """The namespace at ``version`` (latest when None). Never writes.
+
+        ``for_write``: the caller will commit on top of it, so a damaged version
+        raises NamespaceDamagedError (``ns.repair()`` fixes it) and writer
+        feature flags are checked.
+        """
         ds = manifest.open_checked(version, for_write=for_write)
         meta = ds.metadata
         if SCHEMA_KEY not in meta:
@@ -129,7 +162,26 @@ class Snapshot:
                 )
             specs[spec.spec_id] = spec
         check_field_ids(specs.values())
-        return cls(manifest, ds, schema, specs)
+        snapshot = cls(manifest, ds, schema, specs)
+        problem = spec_problem(snapshot)
+        if problem is not None:
+            _warn_once(manifest.root, ds.version, f"{problem}; writes are refused until then")
+        snapshot.damage = repair.missing_columns(ds)
+        if snapshot.damage:
+            what = repair.describe_damage(ds, snapshot.damage)
+            if for_write:
+                raise NamespaceDamagedError(
+                    f"{manifest.root!r}: {what}. Refusing to write; call ns.repair() to restore "
+                    "them (one commit), then retry"
+                )
+            snapshot.view, notes = repair.view(manifest, ds)
+            _warn_once(
+                manifest.root,
+                ds.version,
+                f"{what}; reading it through an in-memory reconstruction (nothing is "
+                f"written: {'; '.join(notes)}). Call ns.repair() to restore them",
+            )
+        return snapshot
 
     @property
     def version(self) -> int:
@@ -145,7 +197,7 @@ class Snapshot:
     # -- rows ---------------------------------------------------------------
     @cached_property
     def all_rows(self) -> pa.Table:
-        return self.dataset.to_table()
+        return self.rows_dataset.to_table()
 
     def leaves(self, filter: str | None = None) -> list[Leaf]:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
@@ -159,7 +211,7 @@ class Snapshot:
             "read_tag",
             *sorted(spec_cols),
         ]
-        rows = self.dataset.to_table(columns=cols, filter=cond)
+        rows = self.rows_dataset.to_table(columns=cols, filter=cond)
         return self._to_leaves(rows)
 
     def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
@@ -203,11 +255,34 @@ class Snapshot:
 
     def namespace_rows(self, spec_id: int) -> pa.Table:
         cond = f"object_type = 'namespace' AND {prefix_filter(layout.spec_namespace(spec_id))}"
-        return self.dataset.to_table(filter=cond)
+        return self.rows_dataset.to_table(filter=cond)
 
     def open_leaf(self, leaf: Leaf) -> lance.LanceDataset:
         """The leaf dataset at its pinned version."""
         return open_leaf_dataset(self.leaf_uri(leaf.location), leaf, self.manifest.storage_options)
+
+
+def spec_problem(snapshot: Snapshot) -> str | None:
+    """Why the current spec cannot be written under (it fails validation), or None.
+
+    Older specs may name dropped columns (read as NULL, seed 000 "column removal
+    resistant"); the current one decides where new rows go, so it must be valid.
+    """
+    spec = snapshot.current_spec
+    key = (spec.to_json_str(), snapshot.schema.to_json_str())
+    if key not in _spec_checks:
+        try:
+            spec.validate(snapshot.schema)
+            _spec_checks[key] = None
+        except SpecError as exc:
+            _spec_checks[key] = (
+                f"the current partition spec {spec.key} fails validation against the "
+                f"namespace schema: {exc}. Add a valid spec with ns.evolve_spec(...)"
+            )
+    return _spec_checks[key]
+
+
+_spec_checks: dict[tuple[str, str], str | None] = {}
 
 
 def open_leaf_dataset(

@@ -38,8 +38,8 @@ from lance.fragment import FragmentMetadata, write_fragments
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
-from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata, spec_problem
+from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
@@ -222,6 +222,9 @@ class PartitionWriter:
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
     ):
+        problem = spec_problem(snapshot)
+        if problem is not None:  # e.g. a source id not in the schema: every key would be NULL
+            raise SpecError(f"refusing to write to {snapshot.manifest.root!r}: {problem}")
         self.snapshot = snapshot
         self.spec = snapshot.current_spec
         self.conform = InputConformer(snapshot.schema)
