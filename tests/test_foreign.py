@@ -4,6 +4,7 @@ whose latest version is beyond the published one, or pinned by tag or branch (C8
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
@@ -141,6 +142,12 @@ def test_a_write_to_a_branch_pinned_leaf_commits_on_top_of_the_branch(foreign):
     assert branch.version == row["read_version"]
     got = sorted(branch.to_table(columns=["id"])["id"].to_pylist())
     assert got == sorted([*leaf.published_ids, 600])
+    # maintenance keeps what the branch needs (main's versions and files included)
+    lance.write_dataset(events([921], leaf.year, leaf.country), leaf.uri, mode="overwrite")
+    ns.vacuum(older_than=dt.timedelta(0))
+    ns.cleanup(older_than=dt.timedelta(0))
+    published, _ = plain_read(foreign.root)
+    assert published == ids(lp.open(foreign.root)) == sorted([*foreign.published_ids(), 600])
 
 
 def test_a_leaf_pinned_to_a_deleted_tag_is_refused_and_nothing_changes(foreign):
