@@ -43,3 +43,15 @@ class CommitConflictError(PartitionedNamespaceError):
 
 class FilterError(PartitionedNamespaceError, ValueError):
     """A filter could not be parsed or bound to the namespace schema."""
+
+
+class ForeignChangeError(CommitConflictError):
+    """Another writer changed a leaf so that its published version cannot be told.
+
+    The case: the ``__manifest`` row pins the leaf to a tag the leaf no longer
+    has. (Unpublished versions above the published one are not this error:
+    writes build on the published version and leave them invisible.) Retrying
+    does not help.
+    """
+
+    retryable = False

@@ -20,12 +20,12 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_ro
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.format.expressions import referenced_columns
+from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.scan import FilterLike, Scan
 from lance_partitioned.operations.transaction import (
     DeleteRows,
     StagedLeaf,
     StagedSet,
-    leaf_target,
     new_txn_id,
     pause_point,
     run_parallel,

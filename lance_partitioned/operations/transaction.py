@@ -43,7 +43,12 @@ from lance.dataset import Transaction
 from lance.fragment import FragmentMetadata
 
 from lance_partitioned.catalog.snapshot import Leaf
-from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.errors import (  # ForeignChangeError: re-exported, it lived here
+    CommitConflictError,
+    ForeignChangeError,  # noqa: F401
+    PartitionedNamespaceError,
+)
+from lance_partitioned.operations.branches import leaf_target
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +58,6 @@ PAUSE_DIR_ENV = "LP_TEST_PAUSE_DIR"
 STAGE_ATTEMPTS = 8
 
 _paused: set[str] = set()
-
-
-class ForeignChangeError(CommitConflictError):
-    """Another writer changed a leaf so that its published version cannot be told.
-
-    The case: the ``__manifest`` row pins the leaf to a tag the leaf no longer
-    has. (Unpublished versions above the published one are not this error:
-    writes build on the published version and leave them invisible.) Retrying
-    does not help.
-    """
-
-    retryable = False
 
 
 def new_txn_id() -> str:
@@ -261,57 +254,6 @@ def fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
             )
         )
     return sig
-
-
-MAIN_BRANCH = "main"
-
-
-def branch_uri(uri: str, branch: str | None) -> str:
-    """Where a leaf's branch lives: Lance keeps branch ``b`` of ``uri`` at ``uri/tree/b``.
-
-    Opening that directory gives the branch's own version history (shared with
-    main up to the fork), so every integer-version operation used for main
-    (open, Restore, strict commits) works on a branch unchanged.
-    """
-    if branch is None or branch == MAIN_BRANCH:
-        return uri
-    return uri.rstrip("/") + "/tree/" + branch
-
-
-@dataclass(frozen=True)
-class LeafTarget:
-    """Where a write to a leaf goes, and the version whose content it builds on."""
-
-    uri: str  # the leaf, or its branch directory
-    published: int | None  # None: the row reads the latest version (of the branch)
-    branch: str | None  # None: main
-
-
-def leaf_target(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> LeafTarget:
-    """The published content of ``leaf`` per seed 000 Read Behavior, as a write target.
-
-    ``read_tag``: the tag's version, on the branch the tag points into;
-    ``read_branch`` + ``read_version``: that version of that branch (a write goes
-    to the branch and moves its ``read_version``); ``read_version``: that main
-    version; all NULL: the latest main version. Raises ForeignChangeError when the
-    row names a tag the leaf no longer has: nobody can tell what is published.
-    """
-    if leaf.read_tag is not None:
-        tags = lance.dataset(uri, storage_options=storage_options).tags.list()
-        info = tags.get(leaf.read_tag)
-        if info is None:
-            raise ForeignChangeError(
-                f"partition {leaf.object_id!r} is pinned to tag {leaf.read_tag!r}, which its "
-                f"table {uri!r} no longer has (tags: {', '.join(sorted(tags)) or 'none'}); "
-                "the published version is unknown, so nothing can be built on it. Point the "
-                "row at a version (read_version) or recreate the tag"
-            )
-        branch = info.get("branch")
-        branch = None if branch == MAIN_BRANCH else branch
-        return LeafTarget(branch_uri(uri, branch), info["version"], branch)
-    if leaf.read_branch is not None and leaf.read_branch != MAIN_BRANCH:
-        return LeafTarget(branch_uri(uri, leaf.read_branch), leaf.read_version, leaf.read_branch)
-    return LeafTarget(uri, leaf.read_version, None)
 
 
 def published_version(uri: str, leaf: Leaf, storage_options: dict[str, str] | None) -> int | None:

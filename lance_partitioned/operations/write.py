@@ -41,6 +41,7 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata, spec_problem
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
     WriteMapping,
@@ -54,8 +55,6 @@ from lance_partitioned.operations.transaction import (
     ReplaceFiles,
     StagedLeaf,
     StagedSet,
-    branch_uri,
-    leaf_target,
     new_txn_id,
     pause_point,
     remove_dir,
