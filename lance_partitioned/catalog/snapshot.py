@@ -95,7 +95,7 @@ class Leaf(NamedTuple):
         return self.read_version
 
 
-# (root, version) pairs already warned about, so that repeated loads of one
+# (root, version, message) already logged, so that repeated loads of one
 # damaged version (every scan refreshes) log once per process.
 _warned: set[tuple[str, int, str]] = set()
 

@@ -113,7 +113,7 @@ class LeafWrite:
     fragments: list[str] = field(default_factory=list)  # FragmentMetadata JSON
     rows: int = 0
     # The Lance branch the leaf is published on (None: main): files go to its
-    # directory and the staged version to its history (``transaction.leaf_target``).
+    # directory and the staged version to its history (``branches.leaf_target``).
     branch: str | None = None
 
     def files_uri(self, snapshot: Snapshot) -> str:
