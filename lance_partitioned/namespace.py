@@ -23,7 +23,7 @@ from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.operations import evolution, maintenance
-from lance_partitioned.operations.delete import DeleteResult, delete_rows
+from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.maintenance import MaintenanceReport
@@ -392,14 +392,17 @@ class PartitionedNamespace:
             )
 
     def delete(self, filter: FilterLike) -> DeleteResult:
-        """Delete the rows matching ``filter`` in one atomic transaction (``"true"``: all rows).
+        """Delete the rows matching ``filter`` in one atomic transaction.
 
+        ``filter`` is SQL text, a pyarrow or DataFusion expression. It is
+        required: ``None`` and blank text (``""``, ``"   "``, ``"\\n"``) raise
+        ``FilterError`` and change nothing, because they would match every row.
+        To delete every row, say so: ``delete("true")`` (partitions stay, empty).
         Partitions are pruned through ``__manifest`` first; every affected
         partition changes in the same ``__manifest`` commit.
         """
         self._check_not_pinned()
-        if filter is None:
-            raise ValueError('delete needs a filter; pass "true" to delete every row')
+        require_filter(filter)
         result = delete_rows(self._manifest, filter)
         self._snapshot = Snapshot.load(self._manifest, result.version)
         return result

@@ -21,7 +21,7 @@ from lance.namespace import (
     DirectoryNamespace,
     ListNamespacesRequest,
 )
-from txn_helpers import SCHEMA, SPEC, rows, state, table_state
+from txn_helpers import SCHEMA, SPEC, disk_listing, rows, state, table_state
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import READ_MIRROR_KEYS
@@ -179,6 +179,17 @@ def test_delete_edge_cases(ns):
     assert ns.count("part = 0") == 1
     total = ns.count()
     assert ns.delete("true").rows == total and ns.count() == 0
+
+
+@pytest.mark.parametrize("blank", [None, "", "   ", "\n", "\t \r\n"])
+def test_delete_refuses_a_missing_or_blank_filter_and_changes_nothing(ns, blank):
+    before, listing = state(ns.root), disk_listing(ns.root)
+    with pytest.raises(lp.FilterError, match='needs a filter.*delete\\("true"\\)'):
+        ns.delete(blank)
+    assert disk_listing(ns.root) == listing  # byte for byte: not even a lock or a version
+    assert state(ns.root) == before
+    # the explicit spelling of a full delete still works, in any case
+    assert ns.delete("TRUE").rows == 15 and ns.count() == 0
 
 
 # -- time travel and tags ----------------------------------------------------------------
