@@ -304,6 +304,22 @@ def foreign_versions(latest: lance.LanceDataset, after: int) -> list[int]:
     return out
 
 
+def txn_versions(
+    uri: str, after: int, txn: str, storage_options: dict[str, str] | None
+) -> list[int]:
+    """Versions above ``after`` that transaction ``txn`` committed to the leaf at ``uri``."""
+    latest = lance.dataset(uri, storage_options=storage_options)
+    out = []
+    for v in range(after + 1, latest.version + 1):
+        try:
+            t = latest.read_transaction(v)
+        except Exception:  # cleaned up
+            continue
+        if t is not None and (t.transaction_properties or {}).get(TXN_PROPERTY) == txn:
+            out.append(v)
+    return out
+
+
 def _clean_base(
     uri: str, published: int, txn: str, storage_options: dict[str, str] | None
 ) -> lance.LanceDataset:
@@ -423,8 +439,10 @@ def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] |
 
     Not needed for correctness (the next writer restores over unpublished
     versions anyway); it keeps plain-Lance readers of the latest version tidy.
+    A new leaf (nothing published) has nothing to restore: ``StagedSet.rollback``
+    removes its directory instead.
     """
-    if not staged.changed:
+    if not staged.changed or staged.published is None:
         return
     try:
         latest = lance.dataset(staged.uri, storage_options=storage_options)

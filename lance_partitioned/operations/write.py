@@ -62,6 +62,7 @@ from lance_partitioned.operations.transaction import (
     run_parallel,
     stage_leaf,
     stage_new_leaf,
+    txn_versions,
 )
 
 log = logging.getLogger(__name__)
@@ -506,6 +507,7 @@ def commit_write(
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):
             staged.rollback()
+            _discard_unstaged(snapshot, written, staged)
         raise
     # Once __manifest is committed the write is published: nothing below may undo it.
     pause_point("published")
@@ -587,9 +589,14 @@ def _rebase(
     return latest
 
 
-def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
-    """Reclaim the files of a write that will not be committed (nothing was staged)."""
+def abort_write(snapshot: Snapshot, written: WrittenFiles, only: set[str] | None = None) -> None:
+    """Reclaim the files of a write that will not be committed, for leaves nothing was staged on.
+
+    ``only`` limits it to those leaves (object ids); None means every leaf.
+    """
     for lw in written.leaves.values():
+        if only is not None and lw.object_id not in only:
+            continue
         uri = snapshot.leaf_uri(lw.location)
         if lw.is_new:
             remove_dir(uri)
@@ -597,6 +604,32 @@ def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
             for frag in _fragments(lw):
                 for f in frag.files:
                     remove_file(uri, f.path)
+
+
+def _discard_unstaged(snapshot: Snapshot, written: WrittenFiles, staged: StagedSet) -> None:
+    """After a failed commit: delete the files of leaves staging never reached.
+
+    Staging stops at the first failure, so some leaves may still hold only our
+    written files (a new leaf directory, or files under an existing leaf's
+    ``data/``). A failed write leaves nothing behind. Files a version of this
+    transaction references (a staging attempt that landed and was retried) are
+    kept: deleting them would leave that version dangling; ``vacuum`` removes both.
+    """
+    opts = snapshot.manifest.storage_options
+    only: set[str] = set()
+    for lw in written.leaves.values():
+        if lw.object_id in staged.leaves:
+            continue
+        if not lw.is_new:
+            uri = snapshot.leaf_uri(lw.location)
+            try:
+                if txn_versions(uri, lw.base_version or 0, staged.txn, opts):
+                    continue
+            except Exception as exc:  # cannot tell: keeping files is the safe side
+                log.warning("keeping the written files of %s: %s", lw.object_id, exc)
+                continue
+        only.add(lw.object_id)
+    abort_write(snapshot, written, only=only)
 
 
 def new_job_secret() -> bytes:
