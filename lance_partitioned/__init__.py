@@ -12,9 +12,11 @@ from lance_partitioned.errors import (
     NamespaceExistsError,
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
+    RetentionError,
     SchemaError,
     SpecError,
     UnsupportedFeatureError,
+    VersionNotFoundError,
 )
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
@@ -37,10 +39,12 @@ __all__ = [
     "PartitionSpec",
     "PartitionedNamespace",
     "PartitionedNamespaceError",
+    "RetentionError",
     "Schema",
     "SchemaError",
     "SpecError",
     "UnsupportedFeatureError",
+    "VersionNotFoundError",
     "WriteResult",
     "create",
     "open",

@@ -19,6 +19,10 @@ class NotAPartitionedNamespaceError(PartitionedNamespaceError):
     """The root exists but is not a partitioned namespace (or does not exist)."""
 
 
+class VersionNotFoundError(PartitionedNamespaceError, LookupError):
+    """The namespace exists, but not the ``__manifest`` version or tag asked for."""
+
+
 class NamespaceExistsError(PartitionedNamespaceError):
     """create() was called on a root that already holds a namespace."""
 
@@ -35,3 +39,7 @@ class CommitConflictError(PartitionedNamespaceError):
 
 class FilterError(PartitionedNamespaceError, ValueError):
     """A filter could not be parsed or bound to the namespace schema."""
+
+
+class RetentionError(PartitionedNamespaceError, ValueError):
+    """A maintenance retention (``older_than``) is not a non-negative ``datetime.timedelta``."""

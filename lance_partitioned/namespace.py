@@ -432,15 +432,21 @@ class PartitionedNamespace:
         return report
 
     def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
-        """Remove versions no longer needed by any snapshot current within ``older_than``
-        (tagged snapshots are kept)."""
+        """Remove versions no longer needed by any snapshot current within ``older_than``.
+
+        Tagged snapshots are kept with every partition version they read.
+        ``older_than`` must be a ``datetime.timedelta`` of zero or more
+        (``RetentionError`` otherwise, and nothing is removed). Reading a removed
+        version later raises ``VersionNotFoundError`` naming this cleanup.
+        """
         report = maintenance.cleanup(self._manifest, older_than)
         if not self._pinned:
             self.refresh()
         return report
 
     def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
-        """Remove what crashed or failed writers left behind (only things older than ``older_than``)."""
+        """Remove what crashed or failed writers left behind (only things older than ``older_than``,
+        a non-negative ``datetime.timedelta``)."""
         report = maintenance.vacuum(self._manifest, older_than)
         if not self._pinned:
             self.refresh()

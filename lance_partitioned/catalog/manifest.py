@@ -111,6 +111,11 @@ class Manifest:
         try:
             ds = self.dataset(version)
         except Exception as exc:
+            from lance_partitioned.catalog.history import removed_version_error
+
+            gone = None if version is None else removed_version_error(self, version)
+            if gone is not None:
+                raise gone from exc
             raise NotAPartitionedNamespaceError(
                 f"{self.root!r} is not a partitioned namespace: cannot open {MANIFEST_DIR}"
                 + (f" at version {version!r}" if version is not None else "")

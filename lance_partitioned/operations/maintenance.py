@@ -28,9 +28,14 @@ from typing import Any
 
 import lance
 
+from lance_partitioned.catalog import history
 from lance_partitioned.catalog.manifest import Manifest, join_uri, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.errors import (
+    CommitConflictError,
+    PartitionedNamespaceError,
+    RetentionError,
+)
 from lance_partitioned.operations.transaction import (
     TXN_PROPERTY,
     CompactFiles,
@@ -74,6 +79,27 @@ class MaintenanceReport:
 
 def _now() -> dt.datetime:
     return dt.datetime.now()  # Lance version timestamps are naive local time
+
+
+def check_retention(older_than: Any, what: str) -> dt.timedelta:
+    """``older_than`` if it is a ``datetime.timedelta`` of zero or more, else RetentionError.
+
+    A negative retention puts the cutoff in the future, so it would remove
+    versions that are current right now; a number has no unit. Either is a
+    mistake, refused before anything is read or removed.
+    """
+    if not isinstance(older_than, dt.timedelta):
+        raise RetentionError(
+            f"{what}(older_than=...) needs a datetime.timedelta, got "
+            f"{type(older_than).__name__} {older_than!r}; e.g. older_than=timedelta(days=7)"
+        )
+    if older_than < dt.timedelta(0):
+        raise RetentionError(
+            f"{what}(older_than={older_than!r}) is negative: the cutoff would lie in the future "
+            "and remove versions that are current now; nothing was removed. "
+            "Use timedelta(0) to keep only what is current"
+        )
+    return older_than
 
 
 # -- what retained manifest versions reference ---------------------------------------
@@ -286,6 +312,7 @@ def cleanup(
     Contract: a snapshot (manifest version) that was current at any time within
     the retention period, or is tagged, stays fully readable.
     """
+    older_than = check_retention(older_than, "cleanup")
     report = MaintenanceReport()
     cutoff = _now() - older_than
     ds = manifest.dataset()
@@ -301,6 +328,8 @@ def cleanup(
         report.manifest_versions_removed = stats.old_versions
         report.bytes_removed += stats.bytes_removed
     _sweep_leaves(manifest, cutoff, heal=False, report=report)
+    # so that reading a removed version can say which cleanup removed it, and why
+    history.record_cleanup(manifest, older_than, cutoff, remove, report.leaf_versions_removed)
     report.version = manifest.dataset().version
     return report
 
@@ -317,6 +346,7 @@ def vacuum(
       leaves and in ``__manifest``.
     Never removes a manifest version (that is ``cleanup``).
     """
+    older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
     cutoff = _now() - older_than
     referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report)
