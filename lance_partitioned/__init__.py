@@ -22,7 +22,9 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
 from lance_partitioned.operations.delete import DeleteResult
+from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.staged_check import StagedFilesMissingError
 from lance_partitioned.operations.transaction import ForeignChangeError
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ __all__ = [
     "ForeignChangeError",
     "MaintenanceReport",
     "FilterError",
+    "LeaseLostError",
     "NamespaceExistsError",
     "NotAPartitionedNamespaceError",
     "PartitionField",
@@ -43,6 +46,7 @@ __all__ = [
     "Schema",
     "SchemaError",
     "SpecError",
+    "StagedFilesMissingError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "WriteResult",

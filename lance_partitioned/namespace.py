@@ -22,7 +22,7 @@ from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_p
 from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
-from lance_partitioned.operations import evolution, maintenance
+from lance_partitioned.operations import evolution, leases, maintenance
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
@@ -182,24 +182,26 @@ class PartitionedNamespace:
             raise SchemaError(
                 "this handle is pinned to an old version; use refresh() before writing"
             )
-        snapshot = Snapshot.load(self._manifest, for_write=True)
-        writer = PartitionWriter(
-            snapshot,
-            new_job_secret(),
-            max_buffer_bytes=max_buffer_bytes,
-            max_rows_per_file=max_rows_per_file,
-            progress=progress,
-        )
-        try:
-            writer.write_all(iter_batches(data))
-            written = writer.finish()
-        except BaseException:
-            abort_write(snapshot, writer.result)
-            raise
-        if not written.leaves and mode != OVERWRITE:
-            self._snapshot = snapshot
-            return WriteResult(snapshot.version, 0, 0, 0)
-        self._snapshot = commit_write(self._manifest, snapshot, written, mode)
+        # the lease keeps vacuum/cleanup off the files before they are published
+        with leases.hold(self._manifest, mode) as lease:
+            snapshot = Snapshot.load(self._manifest, for_write=True)
+            writer = PartitionWriter(
+                snapshot,
+                new_job_secret(),
+                max_buffer_bytes=max_buffer_bytes,
+                max_rows_per_file=max_rows_per_file,
+                progress=progress,
+            )
+            try:
+                writer.write_all(iter_batches(data))
+                written = writer.finish()
+            except BaseException:
+                abort_write(snapshot, writer.result)
+                raise
+            if not written.leaves and mode != OVERWRITE:
+                self._snapshot = snapshot
+                return WriteResult(snapshot.version, 0, 0, 0)
+            self._snapshot = commit_write(self._manifest, snapshot, written, mode, lease=lease)
         return WriteResult(
             self._snapshot.version,
             written.rows,
@@ -252,25 +254,31 @@ class PartitionedNamespace:
         ``filter`` limits the rewrite to partitions it may match (whole partitions
         move). Readers see the old partitions or the new ones, never both or neither.
         """
-        snapshot = Snapshot.load(self._manifest, for_write=True)
-        current = snapshot.current_spec.spec_id
-        scan = Scan(snapshot, filter)
-        old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
-        if not old:
-            return WriteResult(snapshot.version, 0, 0, 0)
-        everything = Scan(snapshot)
-        writer = PartitionWriter(snapshot, new_job_secret())
-        try:
-            for leaf in old:
-                for batch in everything._leaf_batches(leaf):
-                    writer.write(batch)
-            written = writer.finish()
-        except BaseException:
-            abort_write(snapshot, writer.result)
-            raise
-        self._snapshot = commit_write(
-            self._manifest, snapshot, written, APPEND, replaces=[leaf.object_id for leaf in old]
-        )
+        with leases.hold(self._manifest, "rewrite_partitions") as lease:
+            snapshot = Snapshot.load(self._manifest, for_write=True)
+            current = snapshot.current_spec.spec_id
+            scan = Scan(snapshot, filter)
+            old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
+            if not old:
+                return WriteResult(snapshot.version, 0, 0, 0)
+            everything = Scan(snapshot)
+            writer = PartitionWriter(snapshot, new_job_secret())
+            try:
+                for leaf in old:
+                    for batch in everything._leaf_batches(leaf):
+                        writer.write(batch)
+                written = writer.finish()
+            except BaseException:
+                abort_write(snapshot, writer.result)
+                raise
+            self._snapshot = commit_write(
+                self._manifest,
+                snapshot,
+                written,
+                APPEND,
+                replaces=[leaf.object_id for leaf in old],
+                lease=lease,
+            )
         return WriteResult(
             self._snapshot.version,
             written.rows,

@@ -20,6 +20,8 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_ro
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.expressions import referenced_columns
+from lance_partitioned.operations import leases
+from lance_partitioned.operations.leases import Lease, LeaseLostError
 from lance_partitioned.operations.scan import FilterLike, Scan
 from lance_partitioned.operations.transaction import (
     DeleteRows,
@@ -80,26 +82,29 @@ def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -
     """
     require_filter(filter)
     last: CommitConflictError | None = None
-    for _attempt in range(max_attempts):
-        snapshot = Snapshot.load(manifest, for_write=True)
-        try:
-            return _delete_once(manifest, snapshot, filter)
-        except CommitConflictError as exc:
-            if not getattr(exc, "retryable", True):
-                raise
-            last = exc
-            log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
+    with leases.hold(manifest, "delete") as lease:
+        for _attempt in range(max_attempts):
+            snapshot = Snapshot.load(manifest, for_write=True)
+            try:
+                return _delete_once(manifest, snapshot, filter, lease)
+            except CommitConflictError as exc:
+                if not getattr(exc, "retryable", True) or isinstance(exc, LeaseLostError):
+                    raise
+                last = exc
+                log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
     assert last is not None
     raise last
 
 
-def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> DeleteResult:
+def _delete_once(
+    manifest: Manifest, snapshot: Snapshot, filter: FilterLike, lease: Lease | None
+) -> DeleteResult:
     scan = Scan(snapshot, filter)
     predicate = scan.sql or FULL_DELETE
     columns = sorted(referenced_columns(scan.expr)) if scan.expr is not None else []
     leaves = scan.leaves
     opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts)
+    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, DeleteRows] = {}
 
     def stage(leaf: Leaf) -> StagedLeaf:
@@ -117,6 +122,7 @@ def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> 
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
         rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs))
+        staged.before_publish()
         published = manifest.commit(snapshot.dataset, rows).version
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):

@@ -41,6 +41,11 @@ from lance.fragment import FragmentMetadata
 
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.operations.staged_check import (
+    check_staged,
+    fragment_files,
+    operation_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +241,9 @@ class StagedLeaf:
     uri: str
     published: int  # the version whose content the staged version builds on
     version: int  # the staged version (== published when the change was a no-op)
+    # data / deletion files (relative paths) the staged version adds to the published
+    # content; None when unknown (then ``check_staged`` works them out from storage)
+    added: frozenset[str] | None = None
 
     @property
     def changed(self) -> bool:
@@ -390,7 +398,7 @@ def stage_leaf(
             last = exc
             continue
         if result.version == base.version + 1:
-            return StagedLeaf(uri, pub, result.version)
+            return StagedLeaf(uri, pub, result.version, operation_files(op))
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(
@@ -431,7 +439,7 @@ def stage_new_leaf(
         ) from exc
     if ds.version != 1:
         raise CommitConflictError(f"new partition directory {uri!r} already had data")
-    return StagedLeaf(uri, None, 1)
+    return StagedLeaf(uri, None, 1, frozenset(fragment_files(fragments)))
 
 
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:
@@ -498,12 +506,29 @@ def run_parallel(
 
 @dataclass
 class StagedSet:
-    """Every leaf a transaction staged, by object id; what rollback undoes."""
+    """Every leaf a transaction staged, by object id; what rollback undoes.
+
+    ``lease`` (``operations.leases``) is the transaction's lease, checked with
+    the staged files right before publishing.
+    """
 
     txn: str
     storage_options: dict[str, str] | None
     leaves: dict[str, StagedLeaf] = field(default_factory=dict)
     new_dirs: list[str] = field(default_factory=list)
+    lease: Any = None
+
+    def before_publish(self) -> None:
+        """Call right before the ``__manifest`` commit: everything it will publish must exist.
+
+        Checks every staged version and the files it adds, then renews the lease; the lease renewal comes last, so no maintenance run
+        can claim it between this check and the commit. Raises
+        StagedFilesMissingError or LeaseLostError (both retryable; nothing published).
+        """
+        for staged in self.leaves.values():
+            check_staged(staged, self.storage_options)
+        if self.lease is not None:
+            self.lease.check()
 
     def landed(self, manifest: Any, planned_version: int) -> bool:
         """Whether the latest ``__manifest`` publishes any staged version (a commit that raised late).

@@ -41,12 +41,14 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations import leases
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
     WriteMapping,
     leaf_arrow_schema,
     leaf_fields_by_id,
 )
+from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.split import split_by_keys
 from lance_partitioned.operations.transaction import (
     AppendFiles,
@@ -458,6 +460,7 @@ def commit_write(
     mode: str = APPEND,
     max_rebase: int = 5,
     replaces: Sequence[str] = (),
+    lease: Lease | None = None,
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
@@ -473,12 +476,19 @@ def commit_write(
     partitions is rebased over; a concurrent append to the same partition is
     rebased over by an append; anything else raises a retryable
     CommitConflictError.
+
+    ``lease`` is the lease the caller took before writing the files
+    (``operations.leases``); without one, a lease is taken here, which protects
+    the staged versions but not files written before the call. Right before
+    publishing, every staged version and file must still exist and the lease
+    must hold, else nothing is published (StagedFilesMissingError, LeaseLostError).
     """
     if mode not in (APPEND, OVERWRITE, DYNAMIC):
         raise ValueError(f"unknown write mode {mode!r}; use append, overwrite or dynamic")
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    staged = StagedSet(new_txn_id(), manifest.storage_options)
+    own = leases.acquire(manifest, f"{mode} commit") if lease is None else None
+    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease or own)
     existing = [lw for lw in written.leaves.values() if not lw.is_new]
     planned: dict[str, Leaf] = {}
     if existing:
@@ -496,6 +506,7 @@ def commit_write(
         base = snapshot
         for attempt in range(max_rebase + 1):
             upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
+            staged.before_publish()
             try:
                 published = manifest.commit(base.dataset, upserts, deletes).version
                 break
@@ -509,6 +520,9 @@ def commit_write(
             staged.rollback()
             _discard_unstaged(snapshot, written, staged)
         raise
+    finally:
+        if own is not None:
+            own.release()
     # Once __manifest is committed the write is published: nothing below may undo it.
     pause_point("published")
     return Snapshot.load(manifest, published)
