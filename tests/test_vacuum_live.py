@@ -34,8 +34,14 @@ from lance_partitioned.operations import leases
 
 POINTS = ["files_written", "leaf_staged", "leaves_staged"]
 CUTOFFS = {"0s": dt.timedelta(0), "1s": dt.timedelta(seconds=1)}
-CASES = [(p, c) for p in POINTS for c in CUTOFFS]
+# (operation, pause point, cutoff): every write point x both cutoffs, and the other
+# transactions that stage leaves (they hold leases too)
+CASES = [("append", p, c) for p in POINTS for c in CUTOFFS] + [
+    ("delete", "leaves_staged", "0s"),
+    ("compact", "leaves_staged", "0s"),
+]
 NEW = ("x", [1, 2, 3], 3, 1000)  # partitions 1 and 2 exist, 3 is new
+DELETE_FILTER = "part IN (1, 2) AND id >= 6"
 
 
 def baseline(root: str):
@@ -45,24 +51,27 @@ def baseline(root: str):
     return state(root)
 
 
-def _start(base, name: str, point: str):
+def _start(base, name: str, point: str, op: str = "append"):
     folder = base / name
     folder.mkdir()
     root = str(folder / "ns")
     old = baseline(root)
     txn, parts, per, start = NEW
-    proc = spawn(
-        root,
-        "one",
-        "append",
-        txn,
-        ",".join(map(str, parts)),
-        str(per),
-        str(start),
-        pause=point,
-        pause_dir=str(folder),
-    )
+    args = {
+        "append": ["append", txn, ",".join(map(str, parts)), str(per), str(start)],
+        "delete": ["delete", DELETE_FILTER, "", "0", "0"],
+        "compact": ["compact", "-", "", "0", "0"],
+    }[op]
+    proc = spawn(root, "one", *args, pause=point, pause_dir=str(folder))
     return root, str(folder), proc, old
+
+
+def expected_after(op: str, old):
+    if op == "append":
+        return old + table_state(rows(*NEW))
+    if op == "delete":  # oracle: the filter evaluated on the (txn, part, id) triples
+        return type(old)({r: n for r, n in old.items() if not (r[1] in (1, 2) and r[2] >= 6)})
+    return old  # compaction keeps the rows
 
 
 def _finish(proc) -> tuple[int, str]:
@@ -72,14 +81,14 @@ def _finish(proc) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def vacuumed(tmp_path_factory):
-    """Every (point, cutoff) writer paused at once; maintenance runs; all are released."""
+    """Every (op, point, cutoff) writer paused at once; maintenance runs; all are released."""
     base = tmp_path_factory.mktemp("live")
-    runs = {case: _start(base, f"{case[0]}-{case[1]}", case[0]) for case in CASES}
+    runs = {case: _start(base, "-".join(case), case[1], case[0]) for case in CASES}
     try:
-        for (point, _c), (_root, folder, proc, _old) in runs.items():
+        for (_op, point, _c), (_root, folder, proc, _old) in runs.items():
             wait_for(os.path.join(folder, f"{point}.paused"), proc, timeout=120)
         time.sleep(1.1)  # so that a 1 s cutoff lies after everything the writers made
-        for (point, cutoff), (root, folder, _proc, _old) in runs.items():
+        for (_op, point, cutoff), (root, folder, _proc, _old) in runs.items():
             ns = lp.open(root)
             ns.vacuum(older_than=CUTOFFS[cutoff])
             ns.cleanup(older_than=CUTOFFS[cutoff])
@@ -92,19 +101,19 @@ def vacuumed(tmp_path_factory):
                 kill(proc)
 
 
-@pytest.mark.parametrize(("point", "cutoff"), CASES, ids=[f"{p}-{c}" for p, c in CASES])
-def test_vacuum_during_a_live_write_keeps_what_it_will_publish(vacuumed, point, cutoff):
-    root, (code, err), old = vacuumed[(point, cutoff)]
+@pytest.mark.parametrize(("op", "point", "cutoff"), CASES, ids=["-".join(c) for c in CASES])
+def test_vacuum_during_a_live_write_keeps_what_it_will_publish(vacuumed, op, point, cutoff):
+    root, (code, err), old = vacuumed[(op, point, cutoff)]
     assert code == 0, err  # the lease kept the writer's files: it published
-    mine = table_state(rows(*NEW))
-    assert state(root) == old + mine  # every row committed before, and the write
+    new = expected_after(op, old)
+    assert state(root) == new  # every row committed before, and the write
     assert lp.open(root).validate() == []
     later = rows("later", [1, 3, 4], 1, 5000)
     lp.open(root).append(later)
-    assert state(root) == old + mine + table_state(later)
+    assert state(root) == new + table_state(later)
     lp.open(root).vacuum(older_than=dt.timedelta(0))  # the writer's lease is gone now
     assert_no_orphans(root)
-    assert state(root) == old + mine + table_state(later)
+    assert state(root) == new + table_state(later)
 
 
 def _lose_lease_then(tmp_path, point: str, vacuum: bool):
