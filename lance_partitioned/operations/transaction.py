@@ -521,9 +521,10 @@ class StagedSet:
     def before_publish(self) -> None:
         """Call right before the ``__manifest`` commit: everything it will publish must exist.
 
-        Checks every staged version and the files it adds, then renews the lease; the lease renewal comes last, so no maintenance run
-        can claim it between this check and the commit. Raises
-        StagedFilesMissingError or LeaseLostError (both retryable; nothing published).
+        Checks every staged version and the files it adds, then renews the
+        lease: the renewal comes last, so no maintenance run can claim the
+        lease between this check and the commit. Raises StagedFilesMissingError
+        or LeaseLostError (both retryable; nothing published).
         """
         for staged in self.leaves.values():
             check_staged(staged, self.storage_options)

@@ -487,8 +487,7 @@ def commit_write(
         raise ValueError(f"unknown write mode {mode!r}; use append, overwrite or dynamic")
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    own = leases.acquire(manifest, f"{mode} commit") if lease is None else None
-    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease or own)
+    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
     existing = [lw for lw in written.leaves.values() if not lw.is_new]
     planned: dict[str, Leaf] = {}
     if existing:
@@ -496,6 +495,8 @@ def commit_write(
         planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
     pause_point("files_written")
     published: int | None = None
+    own = leases.acquire(manifest, f"{mode} commit") if lease is None else None
+    staged.lease = lease or own
     try:
         run_parallel(
             list(written.leaves.values()),
