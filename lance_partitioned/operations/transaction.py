@@ -398,7 +398,7 @@ def stage_leaf(
             last = exc
             continue
         if result.version == base.version + 1:
-            return StagedLeaf(uri, pub, result.version, operation_files(op))
+            return StagedLeaf(uri, pub, result.version, added=operation_files(op))
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(
@@ -439,7 +439,7 @@ def stage_new_leaf(
         ) from exc
     if ds.version != 1:
         raise CommitConflictError(f"new partition directory {uri!r} already had data")
-    return StagedLeaf(uri, None, 1, frozenset(fragment_files(fragments)))
+    return StagedLeaf(uri, None, 1, added=frozenset(fragment_files(fragments)))
 
 
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:
