@@ -13,6 +13,7 @@ from lance_partitioned.errors import (
     NamespaceExistsError,
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
+    RetentionError,
     SchemaError,
     SpecError,
     UnsupportedFeatureError,
@@ -22,7 +23,9 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
 from lance_partitioned.operations.delete import DeleteResult
+from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.staged_check import StagedFilesMissingError
 from lance_partitioned.operations.transaction import ForeignChangeError
 
 __version__ = "0.1.0"
@@ -34,15 +37,18 @@ __all__ = [
     "MaintenanceReport",
     "FilterError",
     "NamespaceDamagedError",
+    "LeaseLostError",
     "NamespaceExistsError",
     "NotAPartitionedNamespaceError",
     "PartitionField",
     "PartitionSpec",
     "PartitionedNamespace",
     "PartitionedNamespaceError",
+    "RetentionError",
     "Schema",
     "SchemaError",
     "SpecError",
+    "StagedFilesMissingError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "WriteResult",

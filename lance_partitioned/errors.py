@@ -55,3 +55,7 @@ class ForeignChangeError(CommitConflictError):
     """
 
     retryable = False
+
+
+class RetentionError(PartitionedNamespaceError, ValueError):
+    """A maintenance retention (``older_than``) is not a non-negative ``datetime.timedelta``."""

@@ -22,8 +22,8 @@ from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.format.sql import render_literal
-from lance_partitioned.operations import evolution, maintenance
-from lance_partitioned.operations.delete import DeleteResult, delete_rows
+from lance_partitioned.operations import evolution, leases, maintenance
+from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.maintenance import MaintenanceReport
@@ -182,24 +182,26 @@ class PartitionedNamespace:
             raise SchemaError(
                 "this handle is pinned to an old version; use refresh() before writing"
             )
-        snapshot = Snapshot.load(self._manifest, for_write=True)
-        writer = PartitionWriter(
-            snapshot,
-            new_job_secret(),
-            max_buffer_bytes=max_buffer_bytes,
-            max_rows_per_file=max_rows_per_file,
-            progress=progress,
-        )
-        try:
-            writer.write_all(iter_batches(data))
-            written = writer.finish()
-        except BaseException:
-            abort_write(snapshot, writer.result)
-            raise
-        if not written.leaves and mode != OVERWRITE:
-            self._snapshot = snapshot
-            return WriteResult(snapshot.version, 0, 0, 0)
-        self._snapshot = commit_write(self._manifest, snapshot, written, mode)
+        # the lease keeps vacuum/cleanup off the files before they are published
+        with leases.hold(self._manifest, mode) as lease:
+            snapshot = Snapshot.load(self._manifest, for_write=True)
+            writer = PartitionWriter(
+                snapshot,
+                new_job_secret(),
+                max_buffer_bytes=max_buffer_bytes,
+                max_rows_per_file=max_rows_per_file,
+                progress=progress,
+            )
+            try:
+                writer.write_all(iter_batches(data))
+                written = writer.finish()
+            except BaseException:
+                abort_write(snapshot, writer.result)
+                raise
+            if not written.leaves and mode != OVERWRITE:
+                self._snapshot = snapshot
+                return WriteResult(snapshot.version, 0, 0, 0)
+            self._snapshot = commit_write(self._manifest, snapshot, written, mode, lease=lease)
         return WriteResult(
             self._snapshot.version,
             written.rows,
@@ -252,25 +254,31 @@ class PartitionedNamespace:
         ``filter`` limits the rewrite to partitions it may match (whole partitions
         move). Readers see the old partitions or the new ones, never both or neither.
         """
-        snapshot = Snapshot.load(self._manifest, for_write=True)
-        current = snapshot.current_spec.spec_id
-        scan = Scan(snapshot, filter)
-        old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
-        if not old:
-            return WriteResult(snapshot.version, 0, 0, 0)
-        everything = Scan(snapshot)
-        writer = PartitionWriter(snapshot, new_job_secret())
-        try:
-            for leaf in old:
-                for batch in everything._leaf_batches(leaf):
-                    writer.write(batch)
-            written = writer.finish()
-        except BaseException:
-            abort_write(snapshot, writer.result)
-            raise
-        self._snapshot = commit_write(
-            self._manifest, snapshot, written, APPEND, replaces=[leaf.object_id for leaf in old]
-        )
+        with leases.hold(self._manifest, "rewrite_partitions") as lease:
+            snapshot = Snapshot.load(self._manifest, for_write=True)
+            current = snapshot.current_spec.spec_id
+            scan = Scan(snapshot, filter)
+            old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
+            if not old:
+                return WriteResult(snapshot.version, 0, 0, 0)
+            everything = Scan(snapshot)
+            writer = PartitionWriter(snapshot, new_job_secret())
+            try:
+                for leaf in old:
+                    for batch in everything._leaf_batches(leaf):
+                        writer.write(batch)
+                written = writer.finish()
+            except BaseException:
+                abort_write(snapshot, writer.result)
+                raise
+            self._snapshot = commit_write(
+                self._manifest,
+                snapshot,
+                written,
+                APPEND,
+                replaces=[leaf.object_id for leaf in old],
+                lease=lease,
+            )
         return WriteResult(
             self._snapshot.version,
             written.rows,
@@ -419,14 +427,17 @@ class PartitionedNamespace:
             )
 
     def delete(self, filter: FilterLike) -> DeleteResult:
-        """Delete the rows matching ``filter`` in one atomic transaction (``"true"``: all rows).
+        """Delete the rows matching ``filter`` in one atomic transaction.
 
+        ``filter`` is SQL text, a pyarrow or DataFusion expression. It is
+        required: ``None`` and blank text (``""``, ``"   "``, ``"\\n"``) raise
+        ``FilterError`` and change nothing, because they would match every row.
+        To delete every row, say so: ``delete("true")`` (partitions stay, empty).
         Partitions are pruned through ``__manifest`` first; every affected
         partition changes in the same ``__manifest`` commit.
         """
         self._check_not_pinned()
-        if filter is None:
-            raise ValueError('delete needs a filter; pass "true" to delete every row')
+        require_filter(filter)
         result = delete_rows(self._manifest, filter)
         self._snapshot = Snapshot.load(self._manifest, result.version)
         return result
@@ -471,8 +482,13 @@ class PartitionedNamespace:
         return report
 
     def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
-        """Remove versions no longer needed by any snapshot current within ``older_than``
-        (tagged snapshots are kept)."""
+        """Remove versions no longer needed by any snapshot current within ``older_than``.
+
+        Tagged snapshots are kept with every partition version they read.
+        ``older_than`` must be a ``datetime.timedelta`` of zero or more
+        (``RetentionError`` otherwise, and nothing is removed). Reading a removed
+        version later raises ``VersionNotFoundError`` naming this cleanup.
+        """
         # a damaged latest version may hide which leaf versions are published
         Snapshot.load(self._manifest, for_write=True)
         report = maintenance.cleanup(self._manifest, older_than)
@@ -481,7 +497,8 @@ class PartitionedNamespace:
         return report
 
     def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
-        """Remove what crashed or failed writers left behind (only things older than ``older_than``)."""
+        """Remove what crashed or failed writers left behind (only things older than ``older_than``,
+        a non-negative ``datetime.timedelta``)."""
         Snapshot.load(self._manifest, for_write=True)  # refuses a damaged namespace
         report = maintenance.vacuum(self._manifest, older_than)
         if not self._pinned:

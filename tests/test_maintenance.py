@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections import Counter
 
 import lance
 import pytest
@@ -13,6 +14,7 @@ from txn_helpers import (
     SCHEMA,
     SPEC,
     assert_no_orphans,
+    disk_listing,
     kill,
     records,
     replay,
@@ -75,6 +77,82 @@ def test_cleanup_keeps_snapshots_current_within_retention(ns):
     for task in ns.plan():  # only the published version of each leaf is left
         ds = lance.dataset(task.uri)
         assert [v["version"] for v in ds.versions()] == [task.read_version]
+
+
+@pytest.mark.parametrize(
+    "bad", [dt.timedelta(days=-1), dt.timedelta(microseconds=-1), 0, 3600, 1.5, None, "7d"]
+)
+def test_cleanup_and_vacuum_refuse_a_negative_or_untyped_retention(ns, bad):
+    ns.append(rows("late", [0, 3], 1, 9000))
+    ns.compact()
+    listing, versions = disk_listing(ns.root), ns.versions()
+    for call in (ns.cleanup, ns.vacuum):
+        with pytest.raises(lp.RetentionError, match=r"older_than=.*(negative|timedelta)"):
+            call(older_than=bad)
+    assert disk_listing(ns.root) == listing  # nothing removed, nothing written
+    assert ns.versions() == versions
+
+
+def test_cleanup_keeps_every_version_a_tag_references(ns):
+    """A tagged __manifest version keeps every leaf version it pins, through overwrites,
+    deletes, compaction and cleanup + vacuum with zero retention; a Lance tag on a leaf
+    version keeps that version too."""
+    root = ns.root
+    expected = Counter()
+    for i in range(6):
+        expected += table_state(rows(f"t{i}", [0, 1, 2], 2, 100 * i))
+    old_version = ns.version
+    ns.tag("old")
+    pins = {  # what the tagged version pins, read with plain Lance
+        r["location"]: r["read_version"]
+        for r in lance.dataset(os.path.join(root, "__manifest"), version="old")
+        .to_table(filter="object_type = 'table'")
+        .to_pylist()
+    }
+    ns.overwrite(rows("d", [1], 1, 5000), dynamic=True)
+    ns.delete("part = 0")
+    ns.compact()
+    leaf2 = os.path.join(root, ns.plan("part = 2")[0].location)
+    lance.dataset(leaf2).tags.create("kept", pins[ns.plan("part = 2")[0].location])
+    ns.overwrite(rows("o", [7], 1, 6000))  # the latest version references none of the old leaves
+    assert ns.cleanup(older_than=dt.timedelta(0)).manifest_versions_removed > 0
+    ns.vacuum(older_than=dt.timedelta(0))
+    assert [v["version"] for v in ns.versions()] == [old_version, ns.version]
+    assert state(root, "old") == expected
+    for location, version in pins.items():
+        assert lance.dataset(os.path.join(root, location), version=version).count_rows() == 12
+    ns.delete_tag("old")
+    ns.cleanup(older_than=dt.timedelta(0))
+    assert [v["version"] for v in ns.versions()] == [ns.version]
+    assert lance.dataset(leaf2, version="kept").count_rows() == 12  # the leaf's own tag
+    assert state(root) == table_state(rows("o", [7], 1, 6000))
+
+
+def test_reading_a_cleaned_up_version_names_the_cleanup_and_its_retention(ns):
+    pinned = lp.open(ns.root, version=ns.version)
+    plan = pinned.scan("part = 1")
+    assert plan.leaves  # planned before the cleanup: the leaf list is already read
+    gone = ns.version
+    ns.append(rows("late", [0, 1, 2], 1, 9000))
+    ns.cleanup(older_than=dt.timedelta(0))
+    because = r"it was cleaned up: the cleanup, of .*, used older_than=0:00:00"
+    with pytest.raises(
+        lp.VersionNotFoundError, match=f"version {gone} .*does not exist \\({because}"
+    ):
+        lp.open(ns.root, version=gone)
+    for read in (pinned.to_arrow, pinned.count, plan.to_arrow, lambda: pinned.scan().count()):
+        with pytest.raises(lp.VersionNotFoundError, match=f"version {gone} .*{because}"):
+            read()
+    # a leaf version the current snapshot reads, removed behind the namespace's back
+    (task,) = ns.plan("part = 1")
+    lance.write_dataset(rows("foreign", [1], 1, 7000), task.uri, mode="append")  # plain Lance
+    lance.dataset(task.uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    with pytest.raises(
+        lp.VersionNotFoundError,
+        match=rf"partition table .* version {task.read_version}, which __manifest version "
+        rf"{ns.version} .* does not exist \(it was cleaned up",
+    ):
+        lp.open(ns.root).to_arrow()
 
 
 def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):

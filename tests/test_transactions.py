@@ -21,7 +21,7 @@ from lance.namespace import (
     DirectoryNamespace,
     ListNamespacesRequest,
 )
-from txn_helpers import SCHEMA, SPEC, rows, state, table_state
+from txn_helpers import SCHEMA, SPEC, disk_listing, rows, state, table_state
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import READ_MIRROR_KEYS
@@ -149,6 +149,62 @@ def test_write_planned_before_a_foreign_clobber_fails_cleanly_until_repaired(ns)
     assert "foreign" in manifest_table(ns.root)["object_id"].to_pylist()
 
 
+# -- failed writes leave nothing ---------------------------------------------------------
+
+
+class Injected(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("where", ["sequential", "parallel", "publish"])
+def test_failed_write_leaves_nothing_behind(ns, monkeypatch, caplog, where):
+    """D15: new partition directories are removed, existing partitions restored, no warning."""
+    import lance_partitioned.operations.write as write_mod
+
+    if where == "sequential":  # staging stops at the first failure: some leaves never staged
+        monkeypatch.setenv("LP_TEST_PAUSE_AT", "no-such-point")
+    calls = []
+
+    def failing(real):
+        def wrapped(*args, **kwargs):
+            calls.append(args[0])
+            if where != "publish" and len(calls) == 2:
+                raise Injected("injected staging failure")
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(write_mod, "stage_leaf", failing(write_mod.stage_leaf))
+    monkeypatch.setattr(write_mod, "stage_new_leaf", failing(write_mod.stage_new_leaf))
+    if where == "publish":
+
+        def no_publish(*args, **kwargs):
+            raise Injected("injected failure of the __manifest commit")
+
+        monkeypatch.setattr(write_mod.Manifest, "commit", no_publish)
+    leaves = {t.location: t.read_version for t in ns.plan("part IN (1, 2)")}
+    data = {loc: sorted(os.listdir(os.path.join(ns.root, loc, "data"))) for loc in leaves}
+    published = {
+        loc: lance.dataset(os.path.join(ns.root, loc), version=v) for loc, v in leaves.items()
+    }
+    root_before, before = sorted(os.listdir(ns.root)), state(ns.root)
+    with pytest.raises(Injected), caplog.at_level("WARNING"):
+        ns.append(rows("x", [1, 7, 2, 8], 2, 100))  # two existing partitions, two new ones
+    assert len(calls) == (2 if where == "sequential" else 4)
+    assert sorted(os.listdir(ns.root)) == root_before  # no new partition directory
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    for loc, v in leaves.items():
+        latest = lance.dataset(os.path.join(ns.root, loc))
+        if latest.version == v:  # never staged: not even a data file is left
+            assert sorted(os.listdir(os.path.join(ns.root, loc, "data"))) == data[loc]
+        else:  # staged, then restored: the latest version holds the published rows again
+            assert latest.to_table().sort_by("id") == published[loc].to_table().sort_by("id")
+    assert state(ns.root) == before
+    monkeypatch.undo()
+    ns.append(rows("y", [1, 7], 1, 200))
+    assert state(ns.root) == before + table_state(rows("y", [1, 7], 1, 200))
+
+
 # -- deletes -------------------------------------------------------------------------
 
 
@@ -184,6 +240,17 @@ def test_delete_edge_cases(ns):
     assert ns.count("part = 0") == 1
     total = ns.count()
     assert ns.delete("true").rows == total and ns.count() == 0
+
+
+@pytest.mark.parametrize("blank", [None, "", "   ", "\n", "\t \r\n"])
+def test_delete_refuses_a_missing_or_blank_filter_and_changes_nothing(ns, blank):
+    before, listing = state(ns.root), disk_listing(ns.root)
+    with pytest.raises(lp.FilterError, match='needs a filter.*delete\\("true"\\)'):
+        ns.delete(blank)
+    assert disk_listing(ns.root) == listing  # byte for byte: not even a lock or a version
+    assert state(ns.root) == before
+    # the explicit spelling of a full delete still works, in any case
+    assert ns.delete("TRUE").rows == 15 and ns.count() == 0
 
 
 # -- time travel and tags ----------------------------------------------------------------

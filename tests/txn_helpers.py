@@ -105,6 +105,17 @@ def _assert_files_tracked(ds: lance.LanceDataset, name: str) -> None:
     assert present <= tracked, f"{name}: orphan files {sorted(present - tracked)}"
 
 
+def disk_listing(root: str) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` (relative path -> size, mtime in ns): "unchanged on disk" oracle."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            out[os.path.relpath(path, root)] = (0 if name in dirs else st.st_size, st.st_mtime_ns)
+    return out
+
+
 def records(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []

@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from lance_partitioned.catalog import sidecar
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.errors import PartitionedNamespaceError
+from lance_partitioned.errors import PartitionedNamespaceError, VersionNotFoundError
 
 
 def _local_naive(ts: dt.datetime) -> dt.datetime:
@@ -73,3 +74,137 @@ def delete_tag(manifest: Manifest, name: str) -> None:
     if name not in ds.tags.list():
         raise PartitionedNamespaceError(f"no tag {name!r} on {manifest.root!r}")
     ds.tags.delete(name)
+
+
+# -- what cleanup removed ----------------------------------------------------------
+#
+# Reading a version cleanup removed must say so, and with which retention, not
+# surface Lance's "Not found". Cleanup therefore appends a line to a small
+# record beside __manifest's files (``catalog.sidecar``; no __manifest version
+# is created for it), and readers consult it only when a read has failed.
+
+CLEANUP_RECORD = "_lp_cleanup.json"
+CLEANUP_RECORDS_KEPT = 20
+
+
+def _ranges(versions: list[int]) -> str:
+    """``1..7`` or ``1, 4..7``: a set of versions, compactly."""
+    spans: list[list[int]] = []
+    for v in sorted(versions):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
+
+
+def record_cleanup(
+    manifest: Manifest,
+    older_than: dt.timedelta,
+    cutoff: dt.datetime,
+    manifest_versions: list[int],
+    leaf_versions: int,
+) -> None:
+    """Remember what one cleanup removed and under which retention (local roots only)."""
+    path = sidecar.path(manifest.uri, CLEANUP_RECORD)
+    if path is None or not (manifest_versions or leaf_versions):
+        return
+    entries = sidecar.read_json(path)
+    entries = entries if isinstance(entries, list) else []
+    entries.append(
+        {
+            "at": dt.datetime.now().isoformat(sep=" ", timespec="seconds"),
+            "older_than_seconds": older_than.total_seconds(),
+            "cutoff": cutoff.isoformat(sep=" ", timespec="seconds"),
+            "manifest_versions": sorted(manifest_versions),
+            "leaf_versions": leaf_versions,
+        }
+    )
+    sidecar.write_json(path, entries[-CLEANUP_RECORDS_KEPT:])
+
+
+def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
+    """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
+    ``version`` (None: the latest recorded cleanup) and the retention it used."""
+    path = sidecar.path(manifest.uri, CLEANUP_RECORD)
+    entries = sidecar.read_json(path) if path else None
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    if version is not None:
+        entries = [e for e in entries if version in e.get("manifest_versions", [])]
+    if not entries:
+        return (
+            "(it was cleaned up: cleanup(older_than=R) removes versions superseded more than "
+            "R ago unless tagged; no record of that cleanup was found)"
+        )
+    e = entries[-1]
+    retention = dt.timedelta(seconds=float(e.get("older_than_seconds", 0)))
+    which = "the cleanup" if version is not None else "the last recorded cleanup"
+    return (
+        f"(it was cleaned up: {which}, of {e.get('at')}, used older_than={retention}, which "
+        f"removes versions superseded before {e.get('cutoff')} unless tagged)"
+    )
+
+
+def _existing(manifest: Manifest) -> tuple[list[int], dict[str, int]] | None:
+    try:
+        latest = manifest.dataset()
+        return [v["version"] for v in latest.versions()], tags(manifest)
+    except Exception:
+        return None
+
+
+def removed_version_error(manifest: Manifest, version: Any) -> VersionNotFoundError | None:
+    """The error for ``__manifest`` version ``version`` if cleanup removed it, else None.
+
+    A version is "removed" when it is below the latest yet no longer exists
+    (Lance numbers versions without gaps).
+    """
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return None
+    existing = _existing(manifest)
+    if existing is None:
+        return None
+    known, named = existing
+    if not known or version in known or version > known[-1]:
+        return None
+    tag_list = ", ".join(f"{n}={v}" for n, v in named.items()) or "none"
+    return VersionNotFoundError(
+        f"__manifest version {version} of {manifest.root!r} does not exist "
+        f"{_cleanup_note(manifest, version)}; versions are {_ranges(known)}; tags: {tag_list}"
+    )
+
+
+def explain_failed_read(
+    manifest: Manifest,
+    version: int,
+    location: str | None = None,
+    leaf_version: Any = None,
+    storage_options: dict[str, str] | None = None,
+) -> VersionNotFoundError | None:
+    """Why reading snapshot ``version`` failed, if cleanup removed what it needs; else None.
+
+    Called only after a read of a pinned snapshot raised (the handle was opened
+    before a cleanup removed its ``__manifest`` version, or a leaf version it
+    references). ``location``/``leaf_version`` name the partition table being read.
+    """
+    gone = removed_version_error(manifest, version)
+    if gone is not None:
+        return VersionNotFoundError(f"this handle's snapshot was removed while in use: {gone}")
+    if location is None or not isinstance(leaf_version, int):
+        return None
+    import lance
+
+    from lance_partitioned.catalog.manifest import join_uri
+
+    try:
+        leaf = lance.dataset(join_uri(manifest.root, location), storage_options=storage_options)
+        known = {v["version"] for v in leaf.versions()}
+    except Exception:
+        return None
+    if leaf_version in known or leaf_version > leaf.version:
+        return None
+    return VersionNotFoundError(
+        f"partition table {location!r} version {leaf_version}, which __manifest version "
+        f"{version} of {manifest.root!r} reads, does not exist {_cleanup_note(manifest)}; "
+        "open a newer version of the namespace"
+    )

@@ -134,6 +134,11 @@ class Manifest:
         try:
             ds = self.dataset(version)
         except Exception as exc:
+            from lance_partitioned.catalog.history import removed_version_error
+
+            gone = None if version is None else removed_version_error(self, version)
+            if gone is not None:
+                raise gone from exc
             if version is not None:
                 self._missing_version(version, exc)
             raise NotAPartitionedNamespaceError(

@@ -211,7 +211,11 @@ class Snapshot:
             "read_tag",
             *sorted(spec_cols),
         ]
-        rows = self.rows_dataset.to_table(columns=cols, filter=cond)
+        try:
+            rows = self.rows_dataset.to_table(columns=cols, filter=cond)
+        except Exception as exc:
+            self.raise_if_cleaned_up(exc)
+            raise
         return self._to_leaves(rows)
 
     def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
@@ -259,7 +263,34 @@ class Snapshot:
 
     def open_leaf(self, leaf: Leaf) -> lance.LanceDataset:
         """The leaf dataset at its pinned version."""
-        return open_leaf_dataset(self.leaf_uri(leaf.location), leaf, self.manifest.storage_options)
+        try:
+            return open_leaf_dataset(
+                self.leaf_uri(leaf.location), leaf, self.manifest.storage_options
+            )
+        except Exception as exc:
+            self.raise_if_cleaned_up(exc, leaf)
+            raise
+
+    def raise_if_cleaned_up(self, exc: BaseException, leaf: Leaf | None = None) -> None:
+        """After a failed read: raise VersionNotFoundError naming the cleanup and its
+        retention if cleanup removed this snapshot's ``__manifest`` version or the
+        version of ``leaf`` it reads (instead of Lance's bare "Not found"); else return.
+        """
+        from lance_partitioned.catalog import history
+
+        pinned = leaf is not None and leaf.read_branch is None and leaf.read_tag is None
+        try:
+            better = history.explain_failed_read(
+                self.manifest,
+                self.version,
+                leaf.location if pinned else None,
+                leaf.read_version if pinned else None,
+                self.manifest.storage_options,
+            )
+        except Exception:  # explaining must never hide the original error
+            better = None
+        if better is not None:
+            raise better from exc
 
 
 def spec_problem(snapshot: Snapshot) -> str | None:

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.expressions import referenced_columns
+from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.leases import Lease, LeaseLostError
 from lance_partitioned.operations.scan import FilterLike, Scan
 from lance_partitioned.operations.transaction import (
     DeleteRows,
@@ -44,34 +46,65 @@ class DeleteResult:
     partitions: int
 
 
-def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -> DeleteResult:
-    """Delete every row matching ``filter`` (all rows when None) in one transaction.
+FULL_DELETE = "true"  # the one explicit spelling of "delete every row" the errors suggest
 
-    Contract: readers of any ``__manifest`` version see all of the delete or
-    none of it; on failure nothing is published. Retries by re-planning on
-    conflict, then raises a retryable CommitConflictError.
+
+def require_filter(filter: FilterLike) -> None:
+    """Refuse a delete filter that is missing: None, or text that is empty or only whitespace.
+
+    Such a filter would match every row, and it is what a bug or an unset
+    variable produces, not what a user writes to empty a namespace. A full
+    delete must be spelled out: ``"true"`` (any case), or any other predicate
+    that is true for every row (``"1 = 1"``, ``pc.scalar(True)``), as in
+    Iceberg's ``delete(AlwaysTrue())`` or SQL's ``DELETE ... WHERE true``.
+    Raises FilterError (a ValueError) before anything is read or written.
     """
+    if filter is None:
+        got = "None"
+    elif isinstance(filter, str) and not filter.strip():
+        got = f"{filter!r}, which is empty" if not filter else f"{filter!r}, only whitespace"
+    else:
+        return
+    raise FilterError(
+        f"delete needs a filter, got {got}; nothing was deleted. "
+        f'To delete every row, say so explicitly: delete("{FULL_DELETE}")'
+    )
+
+
+def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -> DeleteResult:
+    """Delete every row matching ``filter`` in one transaction.
+
+    ``filter`` is required (``require_filter``): a missing or blank filter is
+    refused, ``"true"`` deletes every row. Contract: readers of any
+    ``__manifest`` version see all of the delete or none of it; on failure
+    nothing is published. Retries by re-planning on conflict, then raises a
+    retryable CommitConflictError.
+    """
+    require_filter(filter)
     last: CommitConflictError | None = None
-    for _attempt in range(max_attempts):
-        snapshot = Snapshot.load(manifest, for_write=True)
-        try:
-            return _delete_once(manifest, snapshot, filter)
-        except CommitConflictError as exc:
-            if not getattr(exc, "retryable", True):
-                raise
-            last = exc
-            log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
+    with leases.hold(manifest, "delete") as lease:
+        for _attempt in range(max_attempts):
+            snapshot = Snapshot.load(manifest, for_write=True)
+            try:
+                return _delete_once(manifest, snapshot, filter, lease)
+            except CommitConflictError as exc:
+                if not getattr(exc, "retryable", True) or isinstance(exc, LeaseLostError):
+                    raise
+                last = exc
+                log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
     assert last is not None
     raise last
 
 
-def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> DeleteResult:
+def _delete_once(
+    manifest: Manifest, snapshot: Snapshot, filter: FilterLike, lease: Lease | None
+) -> DeleteResult:
     scan = Scan(snapshot, filter)
-    predicate = scan.sql or "true"
+    predicate = scan.sql or FULL_DELETE
     columns = sorted(referenced_columns(scan.expr)) if scan.expr is not None else []
     leaves = scan.leaves
     opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts)
+    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, DeleteRows] = {}
 
     def stage(leaf: Leaf) -> StagedLeaf:
@@ -93,6 +126,7 @@ def _delete_once(manifest: Manifest, snapshot: Snapshot, filter: FilterLike) -> 
         pause_point("leaves_staged")
         branches = {oid: staged.leaves[oid].branch for oid in versions}
         rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs), branches)
+        staged.before_publish()
         published = manifest.commit(snapshot.dataset, rows).version
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):

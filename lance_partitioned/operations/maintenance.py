@@ -7,9 +7,10 @@ Safety rests on two rules (``docs/TRANSACTIONS.md`` §5):
   every leaf version such a manifest version references is kept. So a reader
   pinned to a snapshot can finish within the retention period.
 - **Grace.** Nothing younger than the cutoff is removed when no manifest
-  version references it: files and leaf versions of a transaction still in
-  flight are young. A transaction must therefore finish within the retention
-  period it runs under (default one day for vacuum, seven for cleanup).
+  version references it (default one day for vacuum, seven for cleanup).
+- **Leases.** Nothing created after the start of a transaction still in
+  flight is removed, whatever the cutoff (``operations.leases``): its files and
+  staged versions are unreferenced until it publishes.
 
 Compaction is an ordinary transaction: per-leaf Lance ``Rewrite`` versions
 staged on the published content, published by one ``__manifest`` commit, so
@@ -28,9 +29,15 @@ from typing import Any
 
 import lance
 
+from lance_partitioned.catalog import history
 from lance_partitioned.catalog.manifest import Manifest, join_uri, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.errors import (
+    CommitConflictError,
+    PartitionedNamespaceError,
+    RetentionError,
+)
+from lance_partitioned.operations import leases
 from lance_partitioned.operations.transaction import (
     TXN_PROPERTY,
     CompactFiles,
@@ -68,12 +75,53 @@ class MaintenanceReport:
     leaves_compacted: int = 0
     fragments_rewritten: int = 0
     manifest_compacted: bool = False
+    live_leases: int = 0  # transactions in flight whose files and versions were kept
     version: int | None = None  # __manifest version after the call
     skipped: list[str] = field(default_factory=list)  # partitions left for next time
 
 
 def _now() -> dt.datetime:
     return dt.datetime.now()  # Lance version timestamps are naive local time
+
+
+def check_retention(older_than: Any, what: str) -> dt.timedelta:
+    """``older_than`` if it is a ``datetime.timedelta`` of zero or more, else RetentionError.
+
+    A negative retention puts the cutoff in the future, so it would remove
+    versions that are current right now; a number has no unit. Either is a
+    mistake, refused before anything is read or removed.
+    """
+    if not isinstance(older_than, dt.timedelta):
+        raise RetentionError(
+            f"{what}(older_than=...) needs a datetime.timedelta, got "
+            f"{type(older_than).__name__} {older_than!r}; e.g. older_than=timedelta(days=7)"
+        )
+    if older_than < dt.timedelta(0):
+        raise RetentionError(
+            f"{what}(older_than={older_than!r}) is negative: the cutoff would lie in the future "
+            "and remove versions that are current now; nothing was removed. "
+            "Use timedelta(0) to keep only what is current"
+        )
+    return older_than
+
+
+def _honour_leases(
+    manifest: Manifest, cutoff: dt.datetime, report: MaintenanceReport
+) -> dt.datetime:
+    """The cutoff moved back to the start of the oldest live transaction, if that is earlier.
+
+    Files and versions of a transaction in flight are unreferenced until it
+    publishes; its lease (``operations.leases``) began before it made any of
+    them, so nothing newer than that start may go, whatever ``older_than`` says.
+    The cutoff must be computed before the leases are read: a transaction that
+    starts after that makes only things newer than the cutoff.
+    """
+    since, held = leases.protected_since(manifest)
+    report.live_leases = held
+    if since is not None and since < cutoff:
+        log.info("%d transaction(s) in flight: keeping everything newer than %s", held, since)
+        return since
+    return cutoff
 
 
 # -- what retained manifest versions reference ---------------------------------------
@@ -286,8 +334,9 @@ def cleanup(
     Contract: a snapshot (manifest version) that was current at any time within
     the retention period, or is tagged, stays fully readable.
     """
+    older_than = check_retention(older_than, "cleanup")
     report = MaintenanceReport()
-    cutoff = _now() - older_than
+    cutoff = _honour_leases(manifest, _now() - older_than, report)
     ds = manifest.dataset()
     versions = ds.versions()
     tagged = {info["version"] for info in ds.tags.list().values()}
@@ -301,6 +350,8 @@ def cleanup(
         report.manifest_versions_removed = stats.old_versions
         report.bytes_removed += stats.bytes_removed
     _sweep_leaves(manifest, cutoff, heal=False, report=report)
+    # so that reading a removed version can say which cleanup removed it, and why
+    history.record_cleanup(manifest, older_than, cutoff, remove, report.leaf_versions_removed)
     report.version = manifest.dataset().version
     return report
 
@@ -317,8 +368,9 @@ def vacuum(
       leaves and in ``__manifest``.
     Never removes a manifest version (that is ``cleanup``).
     """
+    older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
-    cutoff = _now() - older_than
+    cutoff = _honour_leases(manifest, _now() - older_than, report)
     referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report)
     _sweep_orphan_dirs(manifest, referenced, cutoff, report)
     _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)
@@ -335,12 +387,24 @@ def compact(
     """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
 
     Partitions a concurrent writer changes meanwhile are skipped (listed in
-    ``report.skipped``); the rest are published together.
+    ``report.skipped``); the rest are published together. Holds a lease
+    (``operations.leases``) while it runs.
     """
+    with leases.hold(manifest, "compaction") as lease:
+        return _compact(manifest, target_rows_per_fragment, compact_manifest, max_attempts, lease)
+
+
+def _compact(
+    manifest: Manifest,
+    target_rows_per_fragment: int,
+    compact_manifest: bool,
+    max_attempts: int,
+    lease: leases.Lease | None,
+) -> MaintenanceReport:
     report = MaintenanceReport()
     snapshot = Snapshot.load(manifest, for_write=True)
     opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts)
+    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, CompactFiles] = {}
     planned = {leaf.object_id: leaf for leaf in snapshot.leaves()}
 
@@ -362,6 +426,7 @@ def compact(
             versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
             if not versions:
                 break
+            staged.before_publish()
             try:
                 published = manifest.commit(
                     base.dataset, republish_rows(base.dataset, versions)

@@ -206,15 +206,19 @@ class Scan:
     # -- reading ------------------------------------------------------------
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
-        yield from read_leaf(
-            self.snapshot.open_leaf(leaf),
-            self.snapshot.schema,
-            [f.name for f in self.output_schema],
-            self._leaf_sql(leaf),
-            self.filter_columns,
-            leaf.object_id,
-            batch_size=self.batch_size,
-        )
+        try:
+            yield from read_leaf(
+                self.snapshot.open_leaf(leaf),
+                self.snapshot.schema,
+                [f.name for f in self.output_schema],
+                self._leaf_sql(leaf),
+                self.filter_columns,
+                leaf.object_id,
+                batch_size=self.batch_size,
+            )
+        except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
+            self.snapshot.raise_if_cleaned_up(exc, leaf)
+            raise
 
     @cached_property
     def filter_columns(self) -> list[str]:

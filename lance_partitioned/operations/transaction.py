@@ -49,6 +49,11 @@ from lance_partitioned.errors import (  # ForeignChangeError: re-exported, it li
     PartitionedNamespaceError,
 )
 from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.staged_check import (
+    check_staged,
+    fragment_files,
+    operation_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +239,9 @@ class StagedLeaf:
     published: int  # the version whose content the staged version builds on
     version: int  # the staged version (== published when the change was a no-op)
     branch: str | None = None  # the Lance branch staged on (None: main)
+    # data / deletion files (relative paths) the staged version adds to the published
+    # content; None when unknown (then ``check_staged`` works them out from storage)
+    added: frozenset[str] | None = None
 
     @property
     def changed(self) -> bool:
@@ -301,6 +309,22 @@ def foreign_versions(latest: lance.LanceDataset, after: int) -> list[int]:
         except Exception:  # cleaned up: only unpublished versions of ours are ever removed
             continue
         if t is None or TXN_PROPERTY not in (t.transaction_properties or {}):
+            out.append(v)
+    return out
+
+
+def txn_versions(
+    uri: str, after: int, txn: str, storage_options: dict[str, str] | None
+) -> list[int]:
+    """Versions above ``after`` that transaction ``txn`` committed to the leaf at ``uri``."""
+    latest = lance.dataset(uri, storage_options=storage_options)
+    out = []
+    for v in range(after + 1, latest.version + 1):
+        try:
+            t = latest.read_transaction(v)
+        except Exception:  # cleaned up
+            continue
+        if t is not None and (t.transaction_properties or {}).get(TXN_PROPERTY) == txn:
             out.append(v)
     return out
 
@@ -385,7 +409,7 @@ def stage_leaf(
             last = exc
             continue
         if result.version == base.version + 1:
-            return StagedLeaf(uri, pub, result.version, branch)
+            return StagedLeaf(uri, pub, result.version, branch, added=operation_files(op))
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(
@@ -426,7 +450,7 @@ def stage_new_leaf(
         ) from exc
     if ds.version != 1:
         raise CommitConflictError(f"new partition directory {uri!r} already had data")
-    return StagedLeaf(uri, None, 1)
+    return StagedLeaf(uri, None, 1, added=frozenset(fragment_files(fragments)))
 
 
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:
@@ -434,8 +458,10 @@ def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] |
 
     Not needed for correctness (the next writer restores over unpublished
     versions anyway); it keeps plain-Lance readers of the latest version tidy.
+    A new leaf (nothing published) has nothing to restore: ``StagedSet.rollback``
+    removes its directory instead.
     """
-    if not staged.changed:
+    if not staged.changed or staged.published is None:
         return
     try:
         latest = lance.dataset(staged.uri, storage_options=storage_options)
@@ -491,12 +517,30 @@ def run_parallel(
 
 @dataclass
 class StagedSet:
-    """Every leaf a transaction staged, by object id; what rollback undoes."""
+    """Every leaf a transaction staged, by object id; what rollback undoes.
+
+    ``lease`` (``operations.leases``) is the transaction's lease, checked with
+    the staged files right before publishing.
+    """
 
     txn: str
     storage_options: dict[str, str] | None
     leaves: dict[str, StagedLeaf] = field(default_factory=dict)
     new_dirs: list[str] = field(default_factory=list)
+    lease: Any = None
+
+    def before_publish(self) -> None:
+        """Call right before the ``__manifest`` commit: everything it will publish must exist.
+
+        Checks every staged version and the files it adds, then renews the
+        lease: the renewal comes last, so no maintenance run can claim the
+        lease between this check and the commit. Raises StagedFilesMissingError
+        or LeaseLostError (both retryable; nothing published).
+        """
+        for staged in self.leaves.values():
+            check_staged(staged, self.storage_options)
+        if self.lease is not None:
+            self.lease.check()
 
     def landed(self, manifest: Any, planned_version: int) -> bool:
         """Whether the latest ``__manifest`` publishes any staged version (a commit that raised late).

@@ -41,6 +41,7 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata, spec_problem
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
@@ -48,6 +49,7 @@ from lance_partitioned.operations.leaf_schema import (
     leaf_arrow_schema,
     leaf_fields_by_id,
 )
+from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.split import split_by_keys
 from lance_partitioned.operations.transaction import (
     AppendFiles,
@@ -62,6 +64,7 @@ from lance_partitioned.operations.transaction import (
     run_parallel,
     stage_leaf,
     stage_new_leaf,
+    txn_versions,
 )
 
 log = logging.getLogger(__name__)
@@ -507,6 +510,7 @@ def commit_write(
     mode: str = APPEND,
     max_rebase: int = 5,
     replaces: Sequence[str] = (),
+    lease: Lease | None = None,
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
@@ -522,12 +526,18 @@ def commit_write(
     partitions is rebased over; a concurrent append to the same partition is
     rebased over by an append; anything else raises a retryable
     CommitConflictError.
+
+    ``lease`` is the lease the caller took before writing the files
+    (``operations.leases``); without one, a lease is taken here, which protects
+    the staged versions but not files written before the call. Right before
+    publishing, every staged version and file must still exist and the lease
+    must hold, else nothing is published (StagedFilesMissingError, LeaseLostError).
     """
     if mode not in (APPEND, OVERWRITE, DYNAMIC):
         raise ValueError(f"unknown write mode {mode!r}; use append, overwrite or dynamic")
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    staged = StagedSet(new_txn_id(), manifest.storage_options)
+    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
     existing = [lw for lw in written.leaves.values() if not lw.is_new]
     planned: dict[str, Leaf] = {}
     if existing:
@@ -535,6 +545,8 @@ def commit_write(
         planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
     pause_point("files_written")
     published: int | None = None
+    own = leases.acquire(manifest, f"{mode} commit") if lease is None else None
+    staged.lease = lease or own
     try:
         run_parallel(
             list(written.leaves.values()),
@@ -545,6 +557,7 @@ def commit_write(
         base = snapshot
         for attempt in range(max_rebase + 1):
             upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
+            staged.before_publish()
             try:
                 published = manifest.commit(base.dataset, upserts, deletes).version
                 break
@@ -556,7 +569,11 @@ def commit_write(
     except BaseException:
         if published is None and not staged.landed(manifest, snapshot.version):
             staged.rollback()
+            _discard_unstaged(snapshot, written, staged)
         raise
+    finally:
+        if own is not None:
+            own.release()
     # Once __manifest is committed the write is published: nothing below may undo it.
     pause_point("published")
     return Snapshot.load(manifest, published)
@@ -636,15 +653,46 @@ def _rebase(
     return latest
 
 
-def abort_write(snapshot: Snapshot, written: WrittenFiles) -> None:
-    """Reclaim the files of a write that will not be committed (nothing was staged)."""
+def abort_write(snapshot: Snapshot, written: WrittenFiles, only: set[str] | None = None) -> None:
+    """Reclaim the files of a write that will not be committed, for leaves nothing was staged on.
+
+    ``only`` limits it to those leaves (object ids); None means every leaf.
+    """
     for lw in written.leaves.values():
+        if only is not None and lw.object_id not in only:
+            continue
         if lw.is_new:
             remove_dir(snapshot.leaf_uri(lw.location))
         else:
             for frag in _fragments(lw):
                 for f in frag.files:
                     remove_file(lw.files_uri(snapshot), f.path)
+
+
+def _discard_unstaged(snapshot: Snapshot, written: WrittenFiles, staged: StagedSet) -> None:
+    """After a failed commit: delete the files of leaves staging never reached.
+
+    Staging stops at the first failure, so some leaves may still hold only our
+    written files (a new leaf directory, or files under an existing leaf's
+    ``data/``). A failed write leaves nothing behind. Files a version of this
+    transaction references (a staging attempt that landed and was retried) are
+    kept: deleting them would leave that version dangling; ``vacuum`` removes both.
+    """
+    opts = snapshot.manifest.storage_options
+    only: set[str] = set()
+    for lw in written.leaves.values():
+        if lw.object_id in staged.leaves:
+            continue
+        if not lw.is_new:
+            uri = lw.files_uri(snapshot)
+            try:
+                if txn_versions(uri, lw.base_version or 0, staged.txn, opts):
+                    continue
+            except Exception as exc:  # cannot tell: keeping files is the safe side
+                log.warning("keeping the written files of %s: %s", lw.object_id, exc)
+                continue
+        only.add(lw.object_id)
+    abort_write(snapshot, written, only=only)
 
 
 def new_job_secret() -> bytes:

@@ -1,0 +1,257 @@
+"""Writers' leases: what keeps ``vacuum`` and ``cleanup`` away from a transaction in flight.
+
+Until it publishes, a transaction (write, delete, compaction) owns files and
+leaf versions that no ``__manifest`` version references, which is exactly what
+maintenance removes once it is older than the cutoff. A short cutoff, or a long
+transaction, would remove them under a live writer, which would then publish
+references to missing files (``docs/TRANSACTIONS.md`` §9).
+
+So a transaction holds a **lease** while it runs: a small JSON file
+``__manifest/_lp_leases/<id>.json`` (``catalog.sidecar``) written before its
+first data file, renewed by touching its modification time every
+``RENEW_EVERY``, and removed when the transaction ends. Maintenance removes
+nothing created after the oldest live lease began (less ``CLOCK_SLACK``),
+whatever ``older_than`` says.
+
+- **Live.** A lease is live while it was renewed within ``TTL``, and, when it
+  was taken on this host (same host name and boot), its process still exists.
+  So a writer that died is ignored at once on its own host, and after ``TTL``
+  from anywhere else.
+- **Claiming a dead lease.** Maintenance renames a lease it finds dead to
+  ``<id>.dead`` *before* acting on it, then re-reads its modification time: a
+  renewal that slipped in before the rename makes it live again (it is renamed
+  back). Renewal touches the original name, so a renewal after the rename fails.
+- **Lost.** A writer whose lease file is gone (claimed) cannot know what was
+  removed: ``check()`` raises ``LeaseLostError`` and the transaction publishes
+  nothing. Writers renew in ``check()`` right before their ``__manifest``
+  commit, so no maintenance run can claim the lease between the check and the
+  commit without waiting ``TTL`` first.
+
+Leases exist on local file systems only (object stores have no ``_lp_leases``
+files); there, a writer relies on the pre-publish check of its staged files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lance_partitioned.catalog import sidecar
+from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.errors import CommitConflictError
+
+log = logging.getLogger(__name__)
+
+LEASE_DIR = "_lp_leases"
+TTL = dt.timedelta(minutes=5)  # a lease not renewed for this long is dead
+RENEW_EVERY = dt.timedelta(seconds=30)
+CLOCK_SLACK = dt.timedelta(minutes=1)  # file and version clocks vs. the lease's start
+
+
+class LeaseLostError(CommitConflictError):
+    """The transaction's lease expired and maintenance may have removed its files.
+
+    Nothing was published; retrying the whole write is safe.
+    """
+
+
+@functools.cache
+def _host() -> str:
+    boot = ""
+    with (
+        contextlib.suppress(OSError),
+        open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh,
+    ):
+        boot = fh.read().strip()
+    return f"{socket.gethostname()}/{boot}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+@dataclass
+class Lease:
+    """One transaction's lease (see the module docstring)."""
+
+    path: str
+    id: str
+    host: str
+    pid: int
+    started: float  # epoch seconds, before the transaction wrote anything
+    what: str = ""
+    _lost: bool = field(default=False, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def renew(self) -> bool:
+        """Touch the lease file; False (and lost from then on) when it was claimed."""
+        if self._lost:
+            return False
+        try:
+            os.utime(self.path)
+        except FileNotFoundError:
+            self._lost = True
+        return not self._lost
+
+    def check(self) -> None:
+        """Renew now; raise LeaseLostError when the lease was claimed by maintenance."""
+        if not self.renew():
+            raise LeaseLostError(
+                f"the lease of this {self.what or 'transaction'} ({self.path}) expired and was "
+                "claimed by a vacuum or cleanup, which may have removed its files; nothing was "
+                f"published; retry it (a lease expires when not renewed for {TTL})"
+            )
+
+    def release(self) -> None:
+        """End the lease (the transaction published or gave up)."""
+        self._stop.set()
+        sidecar.remove(self.path)
+
+    def _renew_until_released(self) -> None:
+        while not self._stop.wait(RENEW_EVERY.total_seconds()):
+            if not self.renew():
+                log.warning("lease %s was claimed by maintenance; the commit will fail", self.path)
+                return
+
+
+def acquire(manifest: Manifest, what: str = "") -> Lease | None:
+    """Take a lease for a transaction on ``manifest``'s namespace (None on object stores).
+
+    Call it before the transaction writes anything; ``release()`` it at the end.
+    """
+    lease_dir = sidecar.path(manifest.uri, LEASE_DIR)
+    if lease_dir is None:
+        return None
+    lid = uuid.uuid4().hex
+    lease = Lease(
+        os.path.join(lease_dir, f"{lid}.json"), lid, _host(), os.getpid(), time.time(), what
+    )
+    sidecar.write_json(
+        lease.path,
+        {
+            "id": lid,
+            "host": lease.host,
+            "pid": lease.pid,
+            "started": lease.started,
+            "what": what,
+        },
+        durable=False,  # the lease dies with the machine, as does its writer
+    )
+    threading.Thread(
+        target=lease._renew_until_released, name=f"lp-lease-{lid[:8]}", daemon=True
+    ).start()
+    return lease
+
+
+@contextlib.contextmanager
+def hold(manifest: Manifest, what: str = "") -> Iterator[Lease | None]:
+    """``with hold(manifest, "append") as lease:`` — a lease for the duration of the block."""
+    lease = acquire(manifest, what)
+    try:
+        yield lease
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _read(path: str) -> Lease | None:
+    content = sidecar.read_json(path)
+    if not isinstance(content, dict):
+        return None
+    try:
+        return Lease(
+            path,
+            str(content["id"]),
+            str(content["host"]),
+            int(content["pid"]),
+            float(content["started"]),
+            str(content.get("what", "")),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _alive(lease: Lease, renewed: float, now: float, host: str) -> bool:
+    if now - renewed > TTL.total_seconds():
+        return False
+    return lease.host != host or _process_exists(lease.pid)
+
+
+def live(manifest: Manifest) -> list[Lease]:
+    """Every live lease of the namespace, after claiming (removing) the dead ones.
+
+    Called by maintenance before it removes anything. A lease file that cannot
+    be parsed is treated as live (a writer may be writing it) until it is
+    ``TTL`` old.
+    """
+    lease_dir = sidecar.path(manifest.uri, LEASE_DIR)
+    if lease_dir is None or not os.path.isdir(lease_dir):
+        return []
+    host, out = _host(), []
+    for name in sorted(os.listdir(lease_dir)):
+        path = os.path.join(lease_dir, name)
+        try:
+            renewed = os.path.getmtime(path)
+        except FileNotFoundError:
+            continue  # released meanwhile
+        now = time.time()
+        if not name.endswith(".json"):
+            if now - renewed > TTL.total_seconds():  # old claims and stray temporary files
+                sidecar.remove(path)
+            continue
+        lease = _read(path)
+        if lease is None:
+            if now - renewed <= TTL.total_seconds():
+                out.append(Lease(path, name[:-5], "", -1, renewed))
+            else:
+                sidecar.remove(path)
+            continue
+        if _alive(lease, renewed, now, host):
+            out.append(lease)
+            continue
+        claimed = path[: -len(".json")] + ".dead"
+        try:
+            os.rename(path, claimed)
+        except FileNotFoundError:
+            continue  # released meanwhile
+        if _alive(lease, os.path.getmtime(claimed), time.time(), host):
+            # renewed just before the claim: give it back (a renewal in between made the
+            # writer give up, which is safe) and honour it
+            with contextlib.suppress(OSError):
+                os.rename(claimed, path)
+            out.append(lease)
+            continue
+        sidecar.remove(claimed)
+        log.info("removed the dead lease of %s (pid %d on %s)", lease.what, lease.pid, lease.host)
+    return out
+
+
+def protected_since(manifest: Manifest) -> tuple[dt.datetime | None, int]:
+    """The time from which maintenance must keep everything, and how many leases hold it.
+
+    ``(start of the oldest live lease - CLOCK_SLACK, count)``, as a naive local
+    datetime like Lance's version timestamps; ``(None, 0)`` without live leases.
+    """
+    held = live(manifest)
+    if not held:
+        return None, 0
+    oldest = min(lease.started for lease in held)
+    return dt.datetime.fromtimestamp(oldest) - CLOCK_SLACK, len(held)
+
+
+__all__ = ["LeaseLostError", "Lease", "acquire", "hold", "live", "protected_since"]

@@ -1,0 +1,121 @@
+"""The check a transaction makes right before publishing: is everything it will publish there?
+
+Maintenance removes unreferenced files and versions older than its cutoff, and
+a transaction's are unreferenced until it publishes. Its lease
+(``operations.leases``) keeps maintenance away; this check is the second line:
+a writer whose staged versions or files were removed anyway (its lease expired,
+or maintenance ran that knows no leases) must fail, not publish references to
+missing files. It is cheap because staging records, per leaf, the files the
+staged version *adds* (``operation_files``): one ``stat`` each, plus the
+version's manifest file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import lance
+from lance.fragment import FragmentMetadata
+
+from lance_partitioned.catalog import sidecar
+from lance_partitioned.errors import CommitConflictError
+
+if TYPE_CHECKING:
+    from lance_partitioned.operations.transaction import StagedLeaf
+
+
+class StagedFilesMissingError(CommitConflictError):
+    """A staged leaf version, or a file it adds, was removed before the transaction published.
+
+    Maintenance (a ``vacuum``/``cleanup`` that did not see the transaction's
+    lease, e.g. one that expired) removed it. Nothing was published; retrying
+    the whole write is safe.
+    """
+
+
+def version_files(ds: lance.LanceDataset) -> set[str]:
+    """Paths (relative to the dataset) of the data and deletion files a version reads.
+
+    Files kept under another base path (``base_id``: shallow clones, branches)
+    are left out: they are not below the dataset's own directory.
+    """
+    return fragment_files([frag.metadata for frag in ds.get_fragments()])
+
+
+def fragment_files(fragments: Sequence[FragmentMetadata]) -> set[str]:
+    out = set()
+    for md in fragments:
+        out.update("data/" + f.path for f in md.files if getattr(f, "base_id", None) is None)
+        dfile = md.deletion_file
+        if dfile is not None and getattr(dfile, "base_id", None) is None:
+            out.add(dfile.path(md.id))
+    return out
+
+
+def operation_files(op: Any) -> frozenset[str] | None:
+    """The data and deletion files a Lance operation adds (None for kinds we do not know).
+
+    Read from the operation itself, so it costs nothing per existing fragment.
+    """
+    if isinstance(op, (lance.LanceOperation.Append, lance.LanceOperation.Overwrite)):
+        return frozenset(fragment_files(op.fragments))
+    if isinstance(op, lance.LanceOperation.Delete):  # only new deletion files; data stays
+        return frozenset(f for f in fragment_files(op.updated_fragments) if f.startswith("_"))
+    if isinstance(op, lance.LanceOperation.Rewrite):
+        return frozenset(fragment_files([f for g in op.groups for f in g.new_fragments]))
+    return None
+
+
+def _manifest_exists(base: str, version: int) -> bool:
+    """Whether version ``version``'s manifest file exists (Lance's V2 or V1 naming)."""
+    versions = os.path.join(base, "_versions")
+    return os.path.exists(
+        os.path.join(versions, f"{(1 << 64) - 1 - version:020d}.manifest")
+    ) or os.path.exists(os.path.join(versions, f"{version}.manifest"))
+
+
+def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> None:
+    """Raise StagedFilesMissingError unless ``staged``'s version and the files it adds exist.
+
+    Only the files the staged version adds to the published content are
+    checked, so the cost does not grow with the leaf's size: on a local file
+    system one ``stat`` per file plus the version's manifest file; on object
+    stores the version is opened.
+    """
+    if not staged.changed:
+        return
+    base = sidecar.local_dir(staged.uri)
+    if base is not None and staged.added is not None and _manifest_exists(base, staged.version):
+        exists, added = True, staged.added
+    else:  # object stores, unknown files, or a manifest stored elsewhere (branches): ask Lance
+        try:
+            ds = lance.dataset(staged.uri, version=staged.version, storage_options=storage_options)
+            exists = True
+        except Exception:
+            exists = False
+        added = frozenset()
+        if exists and base is not None:
+            before: set[str] = set()
+            if staged.published is not None:
+                with contextlib.suppress(Exception):  # gone: then check every file
+                    before = version_files(
+                        lance.dataset(
+                            staged.uri, version=staged.published, storage_options=storage_options
+                        )
+                    )
+            added = frozenset(version_files(ds) - before)
+    if not exists:
+        raise StagedFilesMissingError(
+            f"staged version {staged.version} of leaf {staged.uri!r} was removed before the "
+            "transaction published (by a vacuum or cleanup); nothing was published; retry"
+        )
+    missing = sorted(f for f in added if base and not os.path.exists(os.path.join(base, f)))
+    if missing:
+        raise StagedFilesMissingError(
+            f"{len(missing)} file(s) of staged version {staged.version} of leaf {staged.uri!r} "
+            f"were removed before the transaction published (by a vacuum or cleanup), e.g. "
+            f"{missing[0]}; nothing was published; retry"
+        )
