@@ -41,12 +41,9 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
-from lance_partitioned.operations.leaf_schema import (
-    WriteMapping,
-    leaf_arrow_schema,
-    leaf_fields_by_id,
-)
+from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
 from lance_partitioned.operations.split import split_by_keys
 from lance_partitioned.operations.transaction import (
     AppendFiles,
@@ -220,8 +217,8 @@ class PartitionWriter:
         self._buffer_bytes: dict[tuple[Any, ...], int] = {}
         self._buffer_rows: dict[tuple[Any, ...], int] = {}
         self._total_bytes = 0
-        self._new_leaf_schema = leaf_arrow_schema(snapshot.schema)
-        self._mappings: dict[str, WriteMapping] = {}
+        self._new_layout = namespace_layout(snapshot.schema)
+        self._mappings: dict[str, tuple[WriteMapping, str | None]] = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
@@ -282,34 +279,43 @@ class PartitionWriter:
             return
         lw = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
-        target = self._leaf_target(lw)
-        table = target.conform(table) if isinstance(target, WriteMapping) else table.cast(target)
+        if lw.is_new:
+            layout, storage_version = self._new_layout, None
+            table = table.cast(layout.arrow)
+        else:
+            mapping, storage_version = self._leaf_mapping(lw)
+            layout = mapping.layout
+            table = mapping.conform(table)
+        # Files get Lance's own numbering of these columns ("overwrite": not the
+        # leaf's current version, which may hold someone's unpublished change),
+        # then the fragment metadata maps them to the ids the leaf must have.
         frags = write_fragments(
             table,
             self.snapshot.leaf_uri(lw.location),
-            schema=table.schema,
+            schema=layout.arrow,
+            mode="overwrite",
             max_rows_per_file=self.max_rows_per_file,
+            data_storage_version=storage_version,
             storage_options=self.snapshot.manifest.storage_options,
         )
-        lw.fragments.extend(json.dumps(f.to_json()) for f in frags)
+        lw.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
         lw.rows += table.num_rows
 
-    def _leaf_target(self, lw: LeafWrite) -> pa.Schema | WriteMapping:
-        """New leaves get the namespace schema; existing ones keep theirs (seed 003 §4 writes)."""
-        if lw.is_new:
-            return self._new_leaf_schema
-        mapping = self._mappings.get(lw.object_id)
-        if mapping is None:
+    def _leaf_mapping(self, lw: LeafWrite) -> tuple[WriteMapping, str | None]:
+        """An existing leaf keeps its columns and ids, plus the namespace columns it lacks."""
+        hit = self._mappings.get(lw.object_id)
+        if hit is None:
             leaf = lance.dataset(
                 self.snapshot.leaf_uri(lw.location),
                 version=lw.base_version,
                 storage_options=self.snapshot.manifest.storage_options,
             )
-            mapping = WriteMapping(
-                self.snapshot.schema, leaf.schema, leaf_fields_by_id(leaf), lw.object_id
+            hit = (
+                WriteMapping(self.snapshot.schema, leaf, lw.object_id),
+                leaf.data_storage_version,
             )
-            self._mappings[lw.object_id] = mapping
-        return mapping
+            self._mappings[lw.object_id] = hit
+        return hit
 
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
@@ -336,10 +342,13 @@ def _fragments(lw: LeafWrite) -> list[FragmentMetadata]:
     return [FragmentMetadata.from_json(f) for f in lw.fragments]
 
 
-def _leaf_change(lw: LeafWrite, mode: str) -> LeafChange:
+def _leaf_change(lw: LeafWrite, mode: str, snapshot: Snapshot) -> LeafChange:
     frags = _fragments(lw)
-    # existing leaves keep their own schema, which the files were written with
-    return AppendFiles(frags) if mode == APPEND else ReplaceFiles(None, frags)
+    # existing leaves keep their own columns and ids, which the files were
+    # written with, and gain the namespace columns they lack (metadata only)
+    if mode == APPEND:
+        return AppendFiles(frags, snapshot.schema, lw.object_id)
+    return ReplaceFiles(None, frags, snapshot.schema, lw.object_id)
 
 
 def _stage(
@@ -354,12 +363,15 @@ def _stage(
     opts = snapshot.manifest.storage_options
     if lw.is_new:
         staged.new_dirs.append(uri)
-        return stage_new_leaf(
-            uri, leaf_arrow_schema(snapshot.schema), _fragments(lw), staged.txn, opts
-        )
+        layout: IdLayout = namespace_layout(snapshot.schema)
+        return stage_new_leaf(uri, layout, _fragments(lw), staged.txn, opts)
     assert published is not None
     return stage_leaf(
-        uri, published_version(uri, published, opts), _leaf_change(lw, mode), staged.txn, opts
+        uri,
+        published_version(uri, published, opts),
+        _leaf_change(lw, mode, snapshot),
+        staged.txn,
+        opts,
     )
 
 
@@ -580,7 +592,7 @@ def _rebase(
         uri = latest.leaf_uri(lw.location)
         opts = manifest.storage_options
         staged.leaves[lw.object_id] = stage_leaf(
-            uri, published_version(uri, now, opts), _leaf_change(lw, mode), staged.txn, opts
+            uri, published_version(uri, now, opts), _leaf_change(lw, mode, latest), staged.txn, opts
         )
         published[lw.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)
