@@ -202,6 +202,9 @@ class IdLayout:
 
     @classmethod
     def of(cls, arrow: pa.Schema, ids: Sequence[Sequence[int]]) -> IdLayout:
+        # Lance honours lance:field_id metadata when writing files into an
+        # existing dataset (and ignores it for a new one): never let it in
+        arrow = without_field_id_metadata(arrow)
         natural = natural_field_ids(arrow)
         ids = tuple(tuple(i) for i in ids)
         for f, n, w in zip(arrow, natural, ids, strict=True):
@@ -254,20 +257,58 @@ class IdLayout:
         return schema
 
     def remap(self, fragments: Sequence[FragmentMetadata]) -> list[FragmentMetadata]:
-        """Fragments written with ``arrow`` (Lance's natural ids) → the same files under ``ids``."""
+        """Fragments written with ``arrow`` (Lance's natural ids) → the same files under ``ids``.
+
+        Raises if a file holds an id Lance's natural numbering of ``arrow`` does
+        not have: the column it holds could not be told (never guessed).
+        """
         natural = [i for w in natural_field_ids(self.arrow) for i in w]
         wanted = [i for w in self.ids for i in w]
-        return remap_fragments(fragments, dict(zip(natural, wanted, strict=True)))
+        return remap_fragments(fragments, dict(zip(natural, wanted, strict=True)), strict=True)
+
+
+def without_field_id_metadata(arrow: pa.Schema) -> pa.Schema:
+    """``arrow`` without ``lance:field_id`` metadata at any depth."""
+    key = FIELD_ID_KEY.encode()
+
+    def strip_type(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([strip(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_map(t):
+            return pa.map_(strip(t.key_field), strip(t.item_field), keys_sorted=t.keys_sorted)
+        if pa.types.is_large_list(t):
+            return pa.large_list(strip(t.value_field))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(strip(t.value_field), t.list_size)
+        if pa.types.is_list(t):
+            return pa.list_(strip(t.value_field))
+        return t
+
+    def strip(f: pa.Field) -> pa.Field:
+        meta = {k: v for k, v in (f.metadata or {}).items() if k != key}
+        return pa.field(f.name, strip_type(f.type), f.nullable, meta or None)
+
+    return pa.schema([strip(f) for f in arrow], metadata=arrow.metadata)
 
 
 def remap_fragments(
-    fragments: Sequence[FragmentMetadata], mapping: dict[int, int]
+    fragments: Sequence[FragmentMetadata], mapping: dict[int, int], strict: bool = False
 ) -> list[FragmentMetadata]:
-    """Rewrite ``DataFile.fields`` through ``mapping``; ids it lacks become tombstones (ignored)."""
+    """Rewrite ``DataFile.fields`` through ``mapping``.
+
+    Ids ``mapping`` lacks become tombstones (the column is ignored), or with
+    ``strict`` raise FieldIdLayoutError.
+    """
     out = []
     for frag in fragments:
         data = frag.to_json()
         for f in data["files"]:
+            unknown = [i for i in f["fields"] if i != TOMBSTONE and i not in mapping]
+            if unknown and strict:
+                raise FieldIdLayoutError(
+                    f"data file {f['path']!r} holds field ids {unknown} that Lance's numbering of "
+                    f"the written columns ({sorted(mapping)}) does not have"
+                )
             f["fields"] = [
                 TOMBSTONE if i == TOMBSTONE else mapping.get(i, TOMBSTONE) for i in f["fields"]
             ]

@@ -86,7 +86,7 @@ def leaf_layout(ds: lance.LanceDataset) -> IdLayout:
     return IdLayout.of(ds.schema, [lance_field_ids(f) for f in ds.lance_schema.fields()])
 
 
-def _namespace_ids_of_leaf(ds: lance.LanceDataset) -> list[int]:
+def namespace_ids_of_leaf(ds: lance.LanceDataset) -> list[int]:
     """The namespace field id of each top-level leaf column, in leaf order."""
     by_id = leaf_fields_by_id(ds)
     of_name = {f.name: fid for fid, f in by_id.items()}
@@ -117,7 +117,7 @@ def leaf_target(
     the namespace dropped gives way to a namespace column of the same name.
     """
     base = leaf_layout(ds)
-    ns_ids = _namespace_ids_of_leaf(ds)
+    ns_ids = namespace_ids_of_leaf(ds)
     missing = [
         f.name
         for f in schema.arrow
@@ -338,9 +338,55 @@ class WriteMapping:
         return pa.Table.from_arrays(arrays, schema=self.layout.arrow)
 
 
+def namespace_ids_for(schema: Schema, field_id: int, lance_ids: list[int]) -> list[int]:
+    """The ids a leaf column holding namespace field ``field_id`` must have (depth-first).
+
+    ``lance_ids`` are the column's current Lance ids. Nested ids are compared
+    only where the namespace column still exists with the same Lance layout;
+    otherwise just the column's own id is known.
+    """
+    want = [field_id, *lance_ids[1:]]
+    if not schema.has_id(field_id):
+        return want
+    try:
+        nested = namespace_field_ids(schema.field_by_id(field_id), field_id)
+    except SchemaError:  # FieldIdLayoutError, or a nested namespace id
+        return want
+    return nested if len(nested) == len(lance_ids) else want
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A leaf column whose Lance field ids differ from the namespace's."""
+
+    name: str
+    lance_ids: tuple[int, ...]
+    namespace_ids: tuple[int, ...]
+
+
+def field_id_drift(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:
+    """Leaf columns whose Lance ids are not the namespace ``lance:field_id`` (seed 000).
+
+    Only leaves that record namespace ids under ``LEAF_FIELD_ID_KEY`` can
+    drift (written by versions of this library before ids were aligned); other
+    leaves are matched by their Lance ids, which then *are* the namespace ids.
+    """
+    out = []
+    current = leaf_layout(leaf)
+    for f, lids, fid in zip(current.arrow, current.ids, namespace_ids_of_leaf(leaf), strict=True):
+        want = namespace_ids_for(schema, fid, list(lids))
+        if list(lids) != want:
+            out.append(Drift(f.name, tuple(lids), tuple(want)))
+    return out
+
+
 def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str]:
     """Inconsistencies between one leaf and the namespace schema (empty when consistent)."""
-    problems = []
+    problems = [
+        f"partition {label}: column {d.name!r} has Lance field id(s) {list(d.lance_ids)} but "
+        f"namespace field id(s) {list(d.namespace_ids)}; realign_field_ids() fixes it"
+        for d in _drift_or_none(schema, leaf)
+    ]
     try:
         by_id = leaf_fields_by_id(leaf)
     except KeyError as exc:
@@ -360,3 +406,10 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
                 f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} in the namespace"
             )
     return problems
+
+
+def _drift_or_none(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:
+    try:
+        return field_id_drift(schema, leaf)
+    except (KeyError, SchemaError):  # unmappable leaves are reported below
+        return []
