@@ -506,3 +506,36 @@ def test_writes_into_a_drifted_leaf_still_map_by_the_recorded_ids(tmp_path):
     lp.open(root).realign_field_ids()
     assert_aligned(root)
     assert lp.open(root).to_arrow().sort_by("id").to_pylist() == got
+
+
+def test_ids_no_lance_table_can_carry_are_reported_not_guessed(tmp_path):
+    # a map created before ids were reserved for Lance's entries struct: the map
+    # takes 4 Lance ids (map, entries, key, value) but the namespace gave it 3
+    def fid(i):
+        return {"lance:field_id": str(i)}
+
+    mt = pa.map_(
+        pa.field("key", pa.string(), False, metadata=fid(2)),
+        pa.field("value", pa.int32(), metadata=fid(3)),
+    )
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata=fid(0)),
+            pa.field("m", mt, metadata=fid(1)),
+            pa.field("z", pa.string(), metadata=fid(4)),
+        ]
+    )
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, schema, "z")
+    data = pa.table(
+        {"id": [1], "m": pa.array([[("a", 1)]], pa.map_(pa.string(), pa.int32())), "z": ["q"]}
+    )
+    ns.append(data)  # still writes, with Lance's own ids
+    assert lp.open(root).to_arrow().to_pylist() == data.to_pylist()
+    (problem,) = lp.open(root).validate()
+    assert "column 'z' has Lance field id(s) [5] but namespace field id(s) [4]" in problem
+    assert "cannot be realigned: map column 'm'" in problem
+    version = lance.dataset(os.path.join(root, "__manifest")).version
+    with pytest.raises(lp.SchemaError, match="cannot realign field ids: map column 'm'"):
+        lp.open(root).realign_field_ids()
+    assert lance.dataset(os.path.join(root, "__manifest")).version == version

@@ -62,13 +62,24 @@ def _leaf_field(f: pa.Field, field_id: int) -> pa.Field:
     return pa.field(f.name, f.type, f.nullable, meta)
 
 
+_layouts: dict[str, IdLayout] = {}
+
+
 def namespace_layout(schema: Schema) -> IdLayout:
     """A new leaf: the namespace's columns, each with its namespace field ids.
 
-    Falls back to Lance's own numbering (logged) for the rare namespace whose
-    ids no Lance table can carry (``FieldIdLayoutError``); ``check_leaf``
+    Falls back to Lance's own numbering (logged once) for the rare namespace
+    whose ids no Lance table can carry (``FieldIdLayoutError``); ``check_leaf``
     reports such leaves.
     """
+    key = schema.to_json_str()
+    hit = _layouts.get(key)
+    if hit is None:
+        hit = _layouts[key] = _namespace_layout(schema)
+    return hit
+
+
+def _namespace_layout(schema: Schema) -> IdLayout:
     arrow = leaf_arrow_schema(schema)
     try:
         layout = IdLayout.of(
@@ -380,13 +391,48 @@ def field_id_drift(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:
     return out
 
 
+def realigned_layout(schema: Schema, leaf: lance.LanceDataset) -> tuple[IdLayout, dict[int, int]]:
+    """The columns a realigned ``leaf`` keeps, with the namespace's ids, and the map
+    from its current Lance ids to those (columns the namespace dropped are left out).
+
+    Raises FieldIdLayoutError (naming the column) when no Lance table can carry them.
+    """
+    current = leaf_layout(leaf)
+    fields: list[pa.Field] = []
+    ids: list[list[int]] = []
+    mapping: dict[int, int] = {}
+    for f, lids, fid in zip(current.arrow, current.ids, namespace_ids_of_leaf(leaf), strict=True):
+        if not schema.has_id(fid):
+            continue  # the namespace dropped it: its data is ignored from now on
+        want = namespace_field_ids(schema.field_by_id(fid), fid)
+        if len(want) != len(lids):
+            raise FieldIdLayoutError(
+                f"column {f.name!r}: the leaf's nested fields {list(lids)} do not match the "
+                f"namespace's {want}"
+            )
+        fields.append(f)
+        ids.append(want)
+        mapping.update(zip(lids, want, strict=True))
+    layout = IdLayout.of(pa.schema(fields, metadata=leaf.schema.metadata), ids)
+    layout.check()
+    return layout, mapping
+
+
 def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str]:
     """Inconsistencies between one leaf and the namespace schema (empty when consistent)."""
-    problems = [
-        f"partition {label}: column {d.name!r} has Lance field id(s) {list(d.lance_ids)} but "
-        f"namespace field id(s) {list(d.namespace_ids)}; realign_field_ids() fixes it"
-        for d in _drift_or_none(schema, leaf)
-    ]
+    problems = []
+    drift = _drift_or_none(schema, leaf)
+    if drift:
+        try:
+            realigned_layout(schema, leaf)
+            remedy = "realign_field_ids() fixes it"
+        except SchemaError as exc:  # FieldIdLayoutError
+            remedy = f"it cannot be realigned: {exc}"
+        problems.extend(
+            f"partition {label}: column {d.name!r} has Lance field id(s) {list(d.lance_ids)} "
+            f"but namespace field id(s) {list(d.namespace_ids)}; {remedy}"
+            for d in drift
+        )
     try:
         by_id = leaf_fields_by_id(leaf)
     except KeyError as exc:

@@ -21,20 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
-import pyarrow as pa
 from lance.fragment import write_fragments
 
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.field_ids import FieldIdLayoutError, IdLayout, remap_fragments
-from lance_partitioned.operations.leaf_schema import (
-    field_id_drift,
-    leaf_layout,
-    namespace_ids_for,
-    namespace_ids_of_leaf,
-)
+from lance_partitioned.operations.field_ids import FieldIdLayoutError, remap_fragments
+from lance_partitioned.operations.leaf_schema import field_id_drift, realigned_layout
 from lance_partitioned.operations.transaction import (
     LeafChange,
     StagedLeaf,
@@ -75,21 +69,8 @@ class RealignFieldIds(LeafChange):
                 f"partition {self.label}: its indices refer to the old field ids; drop them "
                 "(LanceDataset.drop_index), realign, then create them again"
             )
-        current = leaf_layout(base)
-        fields: list[pa.Field] = []
-        ids: list[list[int]] = []
-        mapping: dict[int, int] = {}
-        for f, lids, fid in zip(
-            current.arrow, current.ids, namespace_ids_of_leaf(base), strict=True
-        ):
-            if not self.schema.has_id(fid):
-                continue  # the namespace dropped it: its data is ignored from now on
-            want = namespace_ids_for(self.schema, fid, list(lids))
-            fields.append(f)
-            ids.append(want)
-            mapping.update(zip(lids, want, strict=True))
         try:
-            layout = IdLayout.of(pa.schema(fields, metadata=base.schema.metadata), ids)
+            layout, mapping = realigned_layout(self.schema, base)
             target = layout.lance_schema
         except FieldIdLayoutError as exc:
             raise SchemaError(f"partition {self.label}: cannot realign field ids: {exc}") from exc
