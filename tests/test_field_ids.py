@@ -539,3 +539,33 @@ def test_ids_no_lance_table_can_carry_are_reported_not_guessed(tmp_path):
     with pytest.raises(lp.SchemaError, match="cannot realign field ids: map column 'm'"):
         lp.open(root).realign_field_ids()
     assert lance.dataset(os.path.join(root, "__manifest")).version == version
+
+
+def test_concurrent_appends_after_add_column_both_land(tmp_path):
+    # B plans on the same snapshot as A; A publishes first (the leaf gains 'c'),
+    # B's commit conflicts, rebases and re-stages on A's evolved leaf
+    from lance_partitioned.catalog.snapshot import Snapshot
+    from lance_partitioned.operations.write import PartitionWriter, commit_write, new_job_secret
+
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, SCHEMA, "p")
+    ns.append(rows([1], "x", k=["a"]))
+    ns.add_column("c", pa.string())
+    manifest = Manifest(root)
+    snapshot = Snapshot.load(manifest, for_write=True)
+    written = []
+    for ids, c in (([2], "from A"), ([3], "from B")):
+        writer = PartitionWriter(snapshot, new_job_secret())
+        table = rows(ids, "x", c=[c])
+        writer.write(pa.Table.from_pylist(table.to_pylist(), ns.schema.arrow).to_batches()[0])
+        written.append(writer.finish())
+    commit_write(manifest, snapshot, written[0])
+    commit_write(manifest, snapshot, written[1])
+    got = lp.open(root).to_arrow().sort_by("id")
+    assert got.select(["id", "c"]).to_pylist() == [
+        {"id": 1, "c": None},
+        {"id": 2, "c": "from A"},
+        {"id": 3, "c": "from B"},
+    ]
+    assert_aligned(root)
+    assert lp.open(root).validate() == []
