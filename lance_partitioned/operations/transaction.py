@@ -403,9 +403,10 @@ def stage_leaf(
     ``published`` (None: the latest version at the time of the call) and the
     version adds ``change`` and nothing else. (A change whose ``prepare`` asks
     for schema changes first is staged as a short chain of versions, each
-    directly on top of the last; only the final one is published.) Raises CommitConflictError when
-    concurrent commits to the leaf keep slipping in, ForeignChangeError when
-    the leaf holds versions no namespace transaction wrote.
+    directly on top of the last; only the final one is published.) Raises
+    CommitConflictError when concurrent commits to the leaf keep slipping in,
+    ForeignChangeError when the leaf holds versions no namespace transaction
+    wrote.
     """
     last: BaseException | None = None
     for attempt in range(attempts):
