@@ -280,20 +280,20 @@ class PartitionWriter:
         lw = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
         if lw.is_new:
-            layout, storage_version = self._new_layout, None
+            layout, storage_version, mode = self._new_layout, None, "create"
             table = table.cast(layout.arrow)
         else:
             mapping, storage_version = self._leaf_mapping(lw)
-            layout = mapping.layout
+            layout, mode = mapping.layout, "overwrite"
             table = mapping.conform(table)
-        # Files get Lance's own numbering of these columns ("overwrite": not the
-        # leaf's current version, which may hold someone's unpublished change),
-        # then the fragment metadata maps them to the ids the leaf must have.
+        # Files get Lance's own numbering of these columns (not checked against
+        # the leaf's latest version, which may hold someone's unpublished
+        # change), then the fragment metadata maps them to the leaf's ids.
         frags = write_fragments(
             table,
             self.snapshot.leaf_uri(lw.location),
             schema=layout.arrow,
-            mode="overwrite",
+            mode=mode,
             max_rows_per_file=self.max_rows_per_file,
             data_storage_version=storage_version,
             storage_options=self.snapshot.manifest.storage_options,
