@@ -22,11 +22,12 @@ from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.format.sql import render_literal
-from lance_partitioned.operations import evolution, leases, maintenance
+from lance_partitioned.operations import evolution, leases, maintenance, realign
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
 from lance_partitioned.operations.write import (
     APPEND,
@@ -329,6 +330,19 @@ class PartitionedNamespace:
                 continue
             problems.extend(check_leaf(self._snapshot.schema, ds, leaf.object_id))
         return problems
+
+    def realign_field_ids(self) -> RealignReport:
+        """Give every partition whose Lance field ids drift from the namespace's the
+        namespace ``lance:field_id``s (seed 000), in one atomic transaction.
+
+        Leaves written by versions of this library before issue 10 may drift
+        (``validate()`` reports them). Data files are reused, not rewritten, except
+        fragments with deleted rows; aligned partitions are not touched.
+        """
+        self._check_not_pinned()
+        report = realign.realign_field_ids(self._manifest)
+        self.refresh()
+        return report
 
     # -- description ---------------------------------------------------------
     def partitions(self, with_counts: bool = True) -> pa.Table:

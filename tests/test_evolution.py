@@ -205,16 +205,15 @@ def test_widening_widens_identity_and_truncate_partition_columns(tmp_path):
 
 
 def test_section4_write_new_column_into_old_leaf(appendix_d):
+    # issue 10 item 9: the leaf gains the column the namespace added (no rewrite needed)
     ns = appendix_d
     ns.add_column("score", pa.float64())
     old_partition = (D(2025, 12, 10), "US")
-    version = lp.open(ns.root).version
-    with pytest.raises(lp.SchemaError, match="has no column 'score'"):
-        ns.append(events([old_partition], start=600).append_column("score", pa.array([3.0])))
-    assert lp.open(ns.root).version == version
-    # NULL in the new column is fine: nothing is lost
+    ns.append(events([old_partition], start=600).append_column("score", pa.array([3.0])))
     ns.append(events([old_partition], start=601))
-    assert ns.count("id = 601") == 1
+    got = ns.to_arrow(filter="id >= 600").sort_by("id")
+    assert got["score"].to_pylist() == [3.0, None]
+    assert ns.count("score = 3.0") == 1 and ns.validate() == []
 
 
 def test_section4_read_impossible_cast_is_reported(tmp_path):

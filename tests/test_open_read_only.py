@@ -53,7 +53,9 @@ def test_version_gaps_after_cleanup_are_listed(ns):
     ns.tag("keep", 2)
     ns.cleanup(older_than=dt.timedelta(0))
     latest = ns.version
-    with pytest.raises(lp.VersionNotFoundError, match=rf"versions are 2, {latest}(; tags: keep=2)?$"):
+    with pytest.raises(
+        lp.VersionNotFoundError, match=rf"versions are 2, {latest}(; tags: keep=2)?$"
+    ):
         lp.open(ns.root, version=3)
     with pytest.raises(lp.VersionNotFoundError, match="it was cleaned up"):
         lp.open(ns.root, version=3)

@@ -2,7 +2,10 @@
 
 Field ids are what partition specs reference (``source_ids``), so they must be
 stable across renames and never reused. At creation they are assigned
-depth-first from 0, exactly as Lance assigns them to a new dataset.
+depth-first from 0, as Lance assigns them to a new dataset (a map's
+``entries`` struct, which Arrow metadata cannot label, keeps an id of its own
+between the map and its key, as in Lance; a fixed-size list's item has an id
+that Lance does not use).
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ def _assign_ids(field: pa.Field, counter: list[int]) -> pa.Field:
     """Depth-first assignment: parent first, then its children in order."""
     my_id = counter[0]
     counter[0] += 1
+    if pa.types.is_map(field.type):
+        # Lance gives a map's entries struct its own id (depth-first, before the
+        # key): reserve it, so leaves can carry exactly the namespace's ids
+        counter[0] += 1
     kids = [_assign_ids(c, counter) for c in _children(field.type)]
     typ = _rebuild(field.type, kids) if kids else field.type
     return _with_id(pa.field(field.name, typ, field.nullable, field.metadata), my_id)

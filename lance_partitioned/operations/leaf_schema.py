@@ -9,36 +9,226 @@ maps namespace columns to leaf columns **by field id**:
 | read | column | no column | reads as NULL |
 | read | no column | column | ignored |
 | read | column | other type | cast to the namespace type; error if impossible |
-| write | column | no column | error (unless every value written is NULL) |
+| write | column | no column | the leaf gains the column first (metadata only, older rows NULL) |
 | write | no column | column | NULL written; error if the leaf column is not nullable |
 | write | column | other type | cast to the leaf type; error if impossible |
 
+A leaf column's **Lance field id** equals the namespace ``lance:field_id`` of the
+column (seed 000), whatever evolution came before: new leaves and columns a
+write adds to a leaf get exactly the namespace's ids (``operations.field_ids``).
+Leaf column *names* may lag behind a rename: columns are matched by id.
+
 Lance strips ``lance:``-prefixed field metadata from a dataset's schema, so a
-leaf records namespace field ids under ``LEAF_FIELD_ID_KEY``. Leaves without it
-(written by other tools) fall back to Lance's own field ids, which equal the
-namespace's for a leaf created before any evolution.
+leaf also records namespace field ids under ``LEAF_FIELD_ID_KEY``. Leaves
+without it (written by other tools) are matched by their Lance ids. Leaves
+written before ids were aligned carry the key with Lance ids that differ
+(``check_leaf`` reports them; ``operations.realign`` fixes them).
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
+
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
+from lance.fragment import FragmentMetadata
+from lance.schema import LanceSchema
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
+from lance_partitioned.operations.field_ids import (
+    FieldIdLayoutError,
+    IdLayout,
+    lance_field_ids,
+    namespace_field_ids,
+    natural_field_ids,
+)
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
+
+log = logging.getLogger(__name__)
 
 
 def leaf_arrow_schema(schema: Schema) -> pa.Schema:
     """The Arrow schema a new leaf is written with: namespace columns, ids under a key Lance keeps."""
-    fields = []
-    for f in schema.arrow:
-        meta = {k: v for k, v in (f.metadata or {}).items() if k != FIELD_ID_KEY.encode()}
-        meta[LEAF_FIELD_ID_KEY.encode()] = str(schema.field_id(f.name)).encode()
-        fields.append(pa.field(f.name, f.type, f.nullable, meta))
-    return pa.schema(fields)
+    return pa.schema([_leaf_field(f, schema.field_id(f.name)) for f in schema.arrow])
+
+
+def _leaf_field(f: pa.Field, field_id: int) -> pa.Field:
+    meta = {k: v for k, v in (f.metadata or {}).items() if k != FIELD_ID_KEY.encode()}
+    meta[LEAF_FIELD_ID_KEY.encode()] = str(field_id).encode()
+    return pa.field(f.name, f.type, f.nullable, meta)
+
+
+_layouts: dict[str, IdLayout] = {}
+
+
+def namespace_layout(schema: Schema) -> IdLayout:
+    """A new leaf: the namespace's columns, each with its namespace field ids.
+
+    Falls back to Lance's own numbering (logged once) for the rare namespace
+    whose ids no Lance table can carry (``FieldIdLayoutError``); ``check_leaf``
+    reports such leaves.
+    """
+    key = schema.to_json_str()
+    hit = _layouts.get(key)
+    if hit is None:
+        hit = _layouts[key] = _namespace_layout(schema)
+    return hit
+
+
+def _namespace_layout(schema: Schema) -> IdLayout:
+    arrow = leaf_arrow_schema(schema)
+    try:
+        layout = IdLayout.of(
+            arrow, [namespace_field_ids(f, schema.field_id(f.name)) for f in schema.arrow]
+        )
+        layout.check()
+        return layout
+    except FieldIdLayoutError as exc:
+        log.warning("new partitions get Lance's own field ids: %s", exc)
+        return IdLayout.of(arrow, natural_field_ids(arrow))
+
+
+def leaf_layout(ds: lance.LanceDataset) -> IdLayout:
+    """An existing leaf's columns with the Lance ids it has."""
+    return IdLayout.of(ds.schema, [lance_field_ids(f) for f in ds.lance_schema.fields()])
+
+
+def namespace_ids_of_leaf(ds: lance.LanceDataset) -> list[int]:
+    """The namespace field id of each top-level leaf column, in leaf order."""
+    by_id = leaf_fields_by_id(ds)
+    of_name = {f.name: fid for fid, f in by_id.items()}
+    return [of_name[f.name] for f in ds.schema]
+
+
+@dataclass(frozen=True)
+class LeafTarget:
+    """The columns (and Lance ids) an existing leaf has once a write has added what it lacks.
+
+    ``namespace_ids[i]`` is the namespace field id column ``i`` holds (None for
+    a column the namespace dropped). ``added`` names the columns the leaf gains.
+    """
+
+    layout: IdLayout
+    namespace_ids: tuple[int | None, ...]
+    added: tuple[str, ...]
+
+
+def leaf_target(
+    ds: lance.LanceDataset, schema: Schema, label: str, only: set[int] | None = None
+) -> LeafTarget:
+    """``ds`` with the namespace columns it lacks added under their namespace ids.
+
+    With ``only``, just the lacking columns whose ids occur in ``only`` (the
+    ids of data files about to be committed). When columns are added, leaf
+    columns whose names lag a rename take their namespace names, and a column
+    the namespace dropped gives way to a namespace column of the same name.
+    """
+    base = leaf_layout(ds)
+    ns_ids = namespace_ids_of_leaf(ds)
+    missing = [
+        f.name
+        for f in schema.arrow
+        if schema.field_id(f.name) not in ns_ids
+        and (only is None or only.intersection(namespace_field_ids(f, schema.field_id(f.name))))
+    ]
+    if not missing:
+        ids = tuple(fid if schema.has_id(fid) else None for fid in ns_ids)
+        return LeafTarget(base, ids, ())
+    fields: list[pa.Field] = []
+    ids: list[list[int]] = []
+    held: list[int | None] = []
+    for f, lids, fid in zip(base.arrow, base.ids, ns_ids, strict=True):
+        if schema.has_id(fid):
+            fields.append(f.with_name(schema.field_by_id(fid).name))
+            held.append(fid)
+        elif schema.has_field(f.name):
+            continue  # dropped from the namespace, and its name now belongs to another column
+        else:
+            fields.append(f)
+            held.append(None)
+        ids.append(list(lids))
+    used = {i for lids in ids for i in lids}
+    for name in missing:
+        nf = schema.field(name)
+        nids = namespace_field_ids(nf, schema.field_id(name))
+        clash = sorted(used.intersection(nids))
+        if clash:
+            raise SchemaError(
+                f"partition {label}: cannot add column {name!r} with field ids {nids}: the leaf "
+                f"already uses {clash} for other columns (its field ids drift from the "
+                "namespace's); run realign_field_ids() first"
+            )
+        fields.append(_leaf_field(nf, nids[0]))
+        ids.append(nids)
+        held.append(nids[0])
+    layout = IdLayout.of(pa.schema(fields, metadata=ds.schema.metadata), ids)
+    try:
+        layout.check()
+    except FieldIdLayoutError as exc:
+        raise SchemaError(f"partition {label}: cannot add columns {missing}: {exc}") from exc
+    return LeafTarget(layout, tuple(held), tuple(missing))
+
+
+def next_evolution(base: lance.LanceDataset, target: IdLayout) -> object | None:
+    """The next Lance operation taking ``base`` towards ``target``'s columns; None when there.
+
+    Neither touches data and Lance keeps every id: a ``Project`` first renames
+    and drops columns (so that a new column may take a name the leaf used for
+    another id), then a ``Merge`` adds the new columns, NULL in existing rows.
+    """
+    current = leaf_layout(base)
+    have = {lids[0] for lids in current.ids}
+    kept = [i for i, lids in enumerate(target.ids) if lids[0] in have]
+    before = [(f.name, lids) for f, lids in zip(current.arrow, current.ids, strict=True)]
+    if [(target.arrow.field(i).name, target.ids[i]) for i in kept] != before:
+        step = IdLayout.of(
+            pa.schema([target.arrow.field(i) for i in kept], metadata=target.arrow.metadata),
+            [target.ids[i] for i in kept],
+        )
+        return lance.LanceOperation.Project(step.lance_schema)
+    if len(kept) < len(target.ids):
+        fragments = [f.metadata for f in base.get_fragments()]
+        return lance.LanceOperation.Merge(fragments, target.lance_schema)
+    return None
+
+
+def _file_field_ids(fragments: list[FragmentMetadata]) -> set[int]:
+    return {i for frag in fragments for f in frag.files for i in f.fields if i >= 0}
+
+
+def evolution_for(
+    base: lance.LanceDataset, schema: Schema, fragments: list[FragmentMetadata], label: str
+) -> object | None:
+    """The next schema change ``base`` needs before ``fragments`` can be appended to it.
+
+    The files may hold namespace columns the leaf lacks; the leaf gains them
+    (``next_evolution``). None when the leaf has every column the files hold.
+    """
+    target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
+    return next_evolution(base, target.layout) if target.added else None
+
+
+def schema_for(
+    base: lance.LanceDataset,
+    schema: Schema | None,
+    fragments: list[FragmentMetadata],
+    label: str,
+) -> LanceSchema:
+    """The schema an ``Overwrite`` of ``base`` with ``fragments`` commits: the leaf's
+    columns and ids, plus the namespace columns the files hold and the leaf lacks.
+
+    Always a LanceSchema: Overwrite renumbers an Arrow schema, and the files'
+    columns would then no longer match their field ids.
+    """
+    if schema is not None:
+        target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
+        if target.added:
+            return target.layout.lance_schema
+    return base.lance_schema
 
 
 def leaf_fields_by_id(ds: lance.LanceDataset) -> dict[int, pa.Field]:
@@ -125,30 +315,24 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
 
 
 class WriteMapping:
-    """Turns batches in the namespace schema into batches in an existing leaf's schema."""
+    """Turns batches in the namespace schema into batches for an existing leaf.
 
-    def __init__(
-        self, schema: Schema, leaf_schema: pa.Schema, leaf_by_id: dict[int, pa.Field], label: str
-    ):
+    The target (``layout``) is the leaf's own columns, with their Lance ids,
+    plus the namespace columns the leaf lacks, with their namespace ids: the
+    commit adds those to the leaf first (``leaf_target``), metadata only.
+    """
+
+    def __init__(self, schema: Schema, leaf: lance.LanceDataset, label: str):
         self.schema = schema
-        self.leaf_schema = leaf_schema
         self.label = label
-        ns_by_id = {schema.field_id(f.name): f for f in schema.arrow}
-        self.plan: list[tuple[pa.Field, pa.Field | None]] = []
-        id_of_leaf = {f.name: fid for fid, f in leaf_by_id.items()}
-        for lf in leaf_schema:
-            nf = ns_by_id.get(id_of_leaf.get(lf.name, -1))
-            self.plan.append((lf, nf))
-        covered = {id_of_leaf[lf.name] for lf in leaf_schema if lf.name in id_of_leaf}
-        self.unmapped = [f.name for fid, f in ns_by_id.items() if fid not in covered]
+        target = leaf_target(leaf, schema, label)
+        self.layout = target.layout
+        self.plan: list[tuple[pa.Field, pa.Field | None]] = [
+            (lf, None if fid is None else schema.field_by_id(fid))
+            for lf, fid in zip(self.layout.arrow, target.namespace_ids, strict=True)
+        ]
 
     def conform(self, table: pa.Table) -> pa.Table:
-        for name in self.unmapped:
-            if table.column(name).null_count != table.num_rows:
-                raise SchemaError(
-                    f"partition {self.label} has no column {name!r} (it was added to the namespace "
-                    "after this partition was created); rewrite the partition before writing values to it"
-                )
         arrays = []
         for lf, nf in self.plan:
             if nf is None:
@@ -162,12 +346,93 @@ class WriteMapping:
             col = table.column(nf.name)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
             arrays.append(_cast(nf.name, col, lf.type, f"writing partition {self.label}"))
-        return pa.Table.from_arrays(arrays, schema=self.leaf_schema)
+        return pa.Table.from_arrays(arrays, schema=self.layout.arrow)
+
+
+def namespace_ids_for(schema: Schema, field_id: int, lance_ids: list[int]) -> list[int]:
+    """The ids a leaf column holding namespace field ``field_id`` must have (depth-first).
+
+    ``lance_ids`` are the column's current Lance ids. Nested ids are compared
+    only where the namespace column still exists with the same Lance layout;
+    otherwise just the column's own id is known.
+    """
+    want = [field_id, *lance_ids[1:]]
+    if not schema.has_id(field_id):
+        return want
+    try:
+        nested = namespace_field_ids(schema.field_by_id(field_id), field_id)
+    except SchemaError:  # FieldIdLayoutError, or a nested namespace id
+        return want
+    return nested if len(nested) == len(lance_ids) else want
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A leaf column whose Lance field ids differ from the namespace's."""
+
+    name: str
+    lance_ids: tuple[int, ...]
+    namespace_ids: tuple[int, ...]
+
+
+def field_id_drift(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:
+    """Leaf columns whose Lance ids are not the namespace ``lance:field_id`` (seed 000).
+
+    Only leaves that record namespace ids under ``LEAF_FIELD_ID_KEY`` can
+    drift (written by versions of this library before ids were aligned); other
+    leaves are matched by their Lance ids, which then *are* the namespace ids.
+    """
+    out = []
+    current = leaf_layout(leaf)
+    for f, lids, fid in zip(current.arrow, current.ids, namespace_ids_of_leaf(leaf), strict=True):
+        want = namespace_ids_for(schema, fid, list(lids))
+        if list(lids) != want:
+            out.append(Drift(f.name, tuple(lids), tuple(want)))
+    return out
+
+
+def realigned_layout(schema: Schema, leaf: lance.LanceDataset) -> tuple[IdLayout, dict[int, int]]:
+    """The columns a realigned ``leaf`` keeps, with the namespace's ids, and the map
+    from its current Lance ids to those (columns the namespace dropped are left out).
+
+    Raises FieldIdLayoutError (naming the column) when no Lance table can carry them.
+    """
+    current = leaf_layout(leaf)
+    fields: list[pa.Field] = []
+    ids: list[list[int]] = []
+    mapping: dict[int, int] = {}
+    for f, lids, fid in zip(current.arrow, current.ids, namespace_ids_of_leaf(leaf), strict=True):
+        if not schema.has_id(fid):
+            continue  # the namespace dropped it: its data is ignored from now on
+        want = namespace_field_ids(schema.field_by_id(fid), fid)
+        if len(want) != len(lids):
+            raise FieldIdLayoutError(
+                f"column {f.name!r}: the leaf's nested fields {list(lids)} do not match the "
+                f"namespace's {want}"
+            )
+        fields.append(f)
+        ids.append(want)
+        mapping.update(zip(lids, want, strict=True))
+    layout = IdLayout.of(pa.schema(fields, metadata=leaf.schema.metadata), ids)
+    layout.check()
+    return layout, mapping
 
 
 def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str]:
     """Inconsistencies between one leaf and the namespace schema (empty when consistent)."""
     problems = []
+    drift = _drift_or_none(schema, leaf)
+    if drift:
+        try:
+            realigned_layout(schema, leaf)
+            remedy = "realign_field_ids() fixes it"
+        except SchemaError as exc:  # FieldIdLayoutError
+            remedy = f"it cannot be realigned: {exc}"
+        problems.extend(
+            f"partition {label}: column {d.name!r} has Lance field id(s) {list(d.lance_ids)} "
+            f"but namespace field id(s) {list(d.namespace_ids)}; {remedy}"
+            for d in drift
+        )
     try:
         by_id = leaf_fields_by_id(leaf)
     except KeyError as exc:
@@ -187,3 +452,10 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
                 f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} in the namespace"
             )
     return problems
+
+
+def _drift_or_none(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:
+    try:
+        return field_id_drift(schema, leaf)
+    except (KeyError, SchemaError):  # unmappable leaves are reported below
+        return []

@@ -114,6 +114,11 @@ class LeafChange:
 
     rebaseable = False
 
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        """A Lance operation to commit before ``operation`` (called again on its result
+        until it returns None): schema changes the operation needs. None by default."""
+        return None
+
     def operation(self, base: lance.LanceDataset) -> Any | None:
         """The Lance operation to commit on ``base``; None when there is nothing to do."""
         raise NotImplementedError
@@ -121,10 +126,24 @@ class LeafChange:
 
 @dataclass
 class AppendFiles(LeafChange):
-    """Add already-written fragments."""
+    """Add already-written fragments.
+
+    With ``namespace`` (the namespace Schema), files may carry namespace columns
+    the leaf lacks (added to the namespace after the leaf was created): the
+    leaf gains them first, metadata only, under their namespace field ids.
+    """
 
     fragments: list[FragmentMetadata]
+    namespace: Any = None  # format.schema.Schema
+    label: str = ""
     rebaseable = True
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        if self.namespace is None:
+            return None
+        from lance_partitioned.operations.leaf_schema import evolution_for
+
+        return evolution_for(base, self.namespace, self.fragments, self.label)
 
     def operation(self, base: lance.LanceDataset) -> Any:
         return lance.LanceOperation.Append(self.fragments)
@@ -134,14 +153,24 @@ class AppendFiles(LeafChange):
 class ReplaceFiles(LeafChange):
     """Replace the leaf's content with already-written fragments (Lance ``Overwrite``).
 
-    ``schema`` None keeps the leaf's own schema (the files were written with it).
+    ``schema`` None keeps the leaf's own columns and field ids (the files were
+    written with them), plus, with ``namespace``, the namespace columns the
+    files carry and the leaf lacks. A ``LanceSchema`` keeps its field ids; an
+    Arrow schema gets Lance's own numbering.
     """
 
-    schema: pa.Schema | None
+    schema: Any  # pa.Schema | LanceSchema | None
     fragments: list[FragmentMetadata]
+    namespace: Any = None  # format.schema.Schema
+    label: str = ""
 
     def operation(self, base: lance.LanceDataset) -> Any:
-        return lance.LanceOperation.Overwrite(self.schema or base.schema, self.fragments)
+        schema = self.schema
+        if schema is None:
+            from lance_partitioned.operations.leaf_schema import schema_for
+
+            schema = schema_for(base, self.namespace, self.fragments, self.label)
+        return lance.LanceOperation.Overwrite(schema, self.fragments)
 
 
 @dataclass
@@ -369,6 +398,29 @@ def _clean_base(
     )
 
 
+def _prepare(
+    base: lance.LanceDataset,
+    change: LeafChange,
+    txn: str,
+    storage_options: dict[str, str] | None,
+    max_steps: int = 4,
+) -> lance.LanceDataset | None:
+    """Commit ``change``'s preparatory operations on ``base``, each directly on top of the last.
+
+    Returns the prepared version, or None when a commit did not land on top
+    (the attempt is then unusable and retried from the published version).
+    """
+    for _ in range(max_steps):
+        op = change.prepare(base)
+        if op is None:
+            return base
+        nxt = _commit(base, op, base.version, txn, storage_options)
+        if nxt.version != base.version + 1:
+            return None
+        base = nxt
+    raise PartitionedNamespaceError(f"leaf {base.uri!r}: schema preparation did not converge")
+
+
 def stage_leaf(
     uri: str,
     published: int | None,
@@ -384,9 +436,11 @@ def stage_leaf(
     ``published`` (None: the latest version at the time of the call) and the
     version adds ``change`` and nothing else; unpublished versions above
     ``published`` (whoever wrote them) are restored over, never built on.
-    ``uri`` is the leaf or its branch directory (``leaf_target``); ``branch``
-    is recorded in the result. Raises CommitConflictError when concurrent
-    commits to the leaf keep slipping in.
+    (A change whose ``prepare`` asks for schema changes first is staged as a
+    short chain of versions, each directly on top of the last; only the final
+    one is published.) ``uri`` is the leaf or its branch directory
+    (``leaf_target``); ``branch`` is recorded in the result. Raises
+    CommitConflictError when concurrent commits to the leaf keep slipping in.
     """
     last: BaseException | None = None
     for attempt in range(attempts):
@@ -396,10 +450,14 @@ def stage_leaf(
         if pub is None:
             pub = lance.dataset(uri, storage_options=storage_options).version
         try:
-            base = _clean_base(uri, pub, txn, storage_options)
+            clean = _clean_base(uri, pub, txn, storage_options)
+            base = _prepare(clean, change, txn, storage_options)
+            if base is None:
+                last = None
+                continue  # another commit slipped in between our preparatory ones
             op = change.operation(base)
             if op is None:
-                return StagedLeaf(uri, pub, pub, branch)
+                return StagedLeaf(uri, pub, pub if base is clean else base.version, branch)
             result = _commit(base, op, base.version, txn, storage_options)
         except PartitionedNamespaceError:
             raise  # ours: foreign versions, a cleaned-up base; retrying here cannot help
@@ -427,18 +485,30 @@ def stage_leaf(
 
 def stage_new_leaf(
     uri: str,
-    schema: pa.Schema,
+    schema: Any,
     fragments: list[FragmentMetadata],
     txn: str,
     storage_options: dict[str, str] | None = None,
 ) -> StagedLeaf:
-    """Create a new leaf dataset (version 1) from already-written fragments."""
+    """Create a new leaf dataset from already-written fragments.
+
+    ``schema`` is an Arrow schema (Lance numbers its fields) or an
+    ``IdLayout`` whose field ids the leaf must carry. Lance renumbers any
+    schema a dataset is *created* with, but keeps a ``LanceSchema``'s ids when
+    an existing dataset is overwritten: ids Lance would not pick itself take
+    an empty version 1, then the files in version 2.
+    """
+    from lance_partitioned.operations.field_ids import IdLayout
+
+    layout = schema if isinstance(schema, IdLayout) else None
+    first = schema if layout is None else layout.arrow
+    two_step = layout is not None and not layout.is_natural
     try:
         ds = lance.LanceDataset.commit(
             uri,
             Transaction(
                 0,
-                lance.LanceOperation.Overwrite(schema, fragments),
+                lance.LanceOperation.Overwrite(first, [] if two_step else fragments),
                 transaction_properties={TXN_PROPERTY: txn},
             ),
             storage_options=storage_options,
@@ -450,7 +520,13 @@ def stage_new_leaf(
         ) from exc
     if ds.version != 1:
         raise CommitConflictError(f"new partition directory {uri!r} already had data")
-    return StagedLeaf(uri, None, 1, added=frozenset(fragment_files(fragments)))
+    if two_step:
+        assert layout is not None
+        op = lance.LanceOperation.Overwrite(layout.lance_schema, fragments)
+        ds = _commit(ds, op, 1, txn, storage_options)
+        if ds.version != 2:
+            raise CommitConflictError(f"new partition directory {uri!r} was written concurrently")
+    return StagedLeaf(uri, None, ds.version, added=frozenset(fragment_files(fragments)))
 
 
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:

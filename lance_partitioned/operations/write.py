@@ -43,11 +43,11 @@ from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceEr
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import branch_uri, leaf_target
+from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import (
     WriteMapping,
-    leaf_arrow_schema,
-    leaf_fields_by_id,
+    namespace_layout,
 )
 from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.split import split_by_keys
@@ -239,8 +239,8 @@ class PartitionWriter:
         self._buffer_bytes: dict[tuple[Any, ...], int] = {}
         self._buffer_rows: dict[tuple[Any, ...], int] = {}
         self._total_bytes = 0
-        self._new_leaf_schema = leaf_arrow_schema(snapshot.schema)
-        self._mappings: dict[str, WriteMapping] = {}
+        self._new_layout = namespace_layout(snapshot.schema)
+        self._mappings: dict[str, tuple[WriteMapping, str | None]] = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
@@ -301,34 +301,43 @@ class PartitionWriter:
             return
         lw = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
-        target = self._leaf_target(lw)
-        table = target.conform(table) if isinstance(target, WriteMapping) else table.cast(target)
+        if lw.is_new:
+            layout, storage_version, mode = self._new_layout, None, "create"
+            table = table.cast(layout.arrow)
+        else:
+            mapping, storage_version = self._leaf_mapping(lw)
+            layout, mode = mapping.layout, "overwrite"
+            table = mapping.conform(table)
+        # Files get Lance's own numbering of these columns (not checked against
+        # the leaf's latest version, which may hold someone's unpublished
+        # change), then the fragment metadata maps them to the leaf's ids.
         frags = write_fragments(
             table,
             lw.files_uri(self.snapshot),
-            schema=table.schema,
+            schema=layout.arrow,
+            mode=mode,
             max_rows_per_file=self.max_rows_per_file,
+            data_storage_version=storage_version,
             storage_options=self.snapshot.manifest.storage_options,
         )
-        lw.fragments.extend(json.dumps(f.to_json()) for f in frags)
+        lw.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
         lw.rows += table.num_rows
 
-    def _leaf_target(self, lw: LeafWrite) -> pa.Schema | WriteMapping:
-        """New leaves get the namespace schema; existing ones keep theirs (seed 003 §4 writes)."""
-        if lw.is_new:
-            return self._new_leaf_schema
-        mapping = self._mappings.get(lw.object_id)
-        if mapping is None:
+    def _leaf_mapping(self, lw: LeafWrite) -> tuple[WriteMapping, str | None]:
+        """An existing leaf keeps its columns and ids, plus the namespace columns it lacks."""
+        hit = self._mappings.get(lw.object_id)
+        if hit is None:
             leaf = lance.dataset(
                 lw.files_uri(self.snapshot),
                 version=lw.base_version,
                 storage_options=self.snapshot.manifest.storage_options,
             )
-            mapping = WriteMapping(
-                self.snapshot.schema, leaf.schema, leaf_fields_by_id(leaf), lw.object_id
+            hit = (
+                WriteMapping(self.snapshot.schema, leaf, lw.object_id),
+                leaf.data_storage_version,
             )
-            self._mappings[lw.object_id] = mapping
-        return mapping
+            self._mappings[lw.object_id] = hit
+        return hit
 
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
@@ -355,10 +364,13 @@ def _fragments(lw: LeafWrite) -> list[FragmentMetadata]:
     return [FragmentMetadata.from_json(f) for f in lw.fragments]
 
 
-def _leaf_change(lw: LeafWrite, mode: str) -> LeafChange:
+def _leaf_change(lw: LeafWrite, mode: str, snapshot: Snapshot) -> LeafChange:
     frags = _fragments(lw)
-    # existing leaves keep their own schema, which the files were written with
-    return AppendFiles(frags) if mode == APPEND else ReplaceFiles(None, frags)
+    # existing leaves keep their own columns and ids, which the files were
+    # written with, and gain the namespace columns they lack (metadata only)
+    if mode == APPEND:
+        return AppendFiles(frags, snapshot.schema, lw.object_id)
+    return ReplaceFiles(None, frags, snapshot.schema, lw.object_id)
 
 
 def _stage(
@@ -373,11 +385,10 @@ def _stage(
     opts = snapshot.manifest.storage_options
     if lw.is_new:
         staged.new_dirs.append(uri)
-        return stage_new_leaf(
-            uri, leaf_arrow_schema(snapshot.schema), _fragments(lw), staged.txn, opts
-        )
+        layout: IdLayout = namespace_layout(snapshot.schema)
+        return stage_new_leaf(uri, layout, _fragments(lw), staged.txn, opts)
     assert published is not None
-    return _stage_existing(uri, lw, published, mode, staged, opts)
+    return _stage_existing(uri, lw, published, mode, staged, opts, snapshot)
 
 
 def _stage_existing(
@@ -387,6 +398,7 @@ def _stage_existing(
     mode: str,
     staged: StagedSet,
     opts: dict[str, str] | None,
+    snapshot: Snapshot,
 ) -> StagedLeaf:
     """Stage ``lw`` on the published content of an existing leaf (on its branch, if any)."""
     target = leaf_target(uri, published, opts)
@@ -399,7 +411,7 @@ def _stage_existing(
     return stage_leaf(
         target.uri,
         target.published,
-        _leaf_change(lw, mode),
+        _leaf_change(lw, mode, snapshot),
         staged.txn,
         opts,
         branch=target.branch,
@@ -646,7 +658,7 @@ def _rebase(
             )
         uri = latest.leaf_uri(lw.location)
         staged.leaves[lw.object_id] = _stage_existing(
-            uri, lw, now, mode, staged, manifest.storage_options
+            uri, lw, now, mode, staged, manifest.storage_options, latest
         )
         published[lw.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)

@@ -1,0 +1,316 @@
+"""Giving leaf tables the namespace's field ids (seed 000: ids "must remain
+consistent across partition tables").
+
+Lance assigns field ids itself: depth-first from 0 when a dataset is created,
+``max + 1`` for columns added later, and it never renumbers a column. The
+namespace's ids have gaps once a column is dropped, so a leaf created with the
+namespace's columns would number them ``0, 1, 2, …`` while the namespace says
+``0, 2, 3, …``. What Lance does honour (measured on pylance 14):
+
+- a ``LanceSchema`` keeps its ids when committed with ``Overwrite`` on an
+  *existing* dataset, or with ``Merge``/``Project`` that keep every existing id;
+- a data file maps its columns to field ids through ``DataFile.fields`` in the
+  fragment metadata (Lance format: "each data file should contain a distinct
+  set of field ids"), which readers use; ``-2`` marks a column to ignore.
+
+So we write data files with Lance's natural ids, rewrite ``DataFile.fields`` to
+the wanted ids, and commit them with a ``LanceSchema`` carrying the wanted ids.
+Such a schema is obtained from Lance itself: an empty in-memory dataset is
+created with one placeholder column per unused id (Lance numbers them
+depth-first), and the placeholders are dropped (Lance keeps the other ids).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import lance
+import pyarrow as pa
+from lance.fragment import FragmentMetadata
+from lance.schema import LanceSchema
+
+from lance_partitioned.errors import SchemaError
+from lance_partitioned.format.schema import FIELD_ID_KEY
+
+PLACEHOLDER_PREFIX = "__lp_unused_id_"
+TOMBSTONE = -2  # Lance: a data-file column to ignore
+
+
+class FieldIdLayoutError(SchemaError):
+    """The wanted ids cannot be given to a Lance table with these columns.
+
+    Lance numbers a struct's children right after the struct and a list's item
+    right after the list, so e.g. ids that decrease depth-first within one
+    column, or an unused id between a list and its item, cannot be built.
+    """
+
+
+def lance_field_ids(field: object) -> list[int]:
+    """Depth-first ids of a ``LanceField`` and its children (Lance's own numbering order)."""
+    out = [field.id()]  # type: ignore[attr-defined]
+    for child in field.children():  # type: ignore[attr-defined]
+        out.extend(lance_field_ids(child))
+    return out
+
+
+def natural_field_ids(arrow: pa.Schema) -> list[list[int]]:
+    """The ids Lance gives each top-level column of a dataset created with ``arrow``."""
+    return [lance_field_ids(f) for f in LanceSchema.from_pyarrow(arrow).fields()]
+
+
+def _meta_id(field: pa.Field | None) -> int | None:
+    raw = None if field is None else (field.metadata or {}).get(FIELD_ID_KEY.encode())
+    return None if raw is None else int(raw)
+
+
+def namespace_field_ids(field: pa.Field, field_id: int) -> list[int]:
+    """The Lance ids (depth-first, as Lance lays out this column) a namespace column must have.
+
+    ``field`` is the namespace field (children carry ``lance:field_id``). Lance
+    models struct children and list items like the namespace; a fixed-size
+    list's item has no Lance field (its namespace id stays unused); a map has
+    Lance's ``entries`` struct, which takes the id just before the key's.
+    """
+    lance_top = LanceSchema.from_pyarrow(pa.schema([field])).fields()[0]
+    out: list[int] = []
+
+    def walk(lf: object, af: pa.Field | None, fid: int | None, path: str) -> None:
+        if fid is None:
+            raise FieldIdLayoutError(f"field {path!r} has no {FIELD_ID_KEY}")
+        out.append(fid)
+        kids = lf.children()  # type: ignore[attr-defined]
+        if not kids:
+            return
+        t = None if af is None else af.type
+        if t is not None and pa.types.is_struct(t):
+            arrow_kids: list[pa.Field | None] = [t.field(i) for i in range(t.num_fields)]
+            pairs = [(k, a, _meta_id(a)) for k, a in zip(kids, arrow_kids, strict=True)]
+        elif t is not None and pa.types.is_map(t):
+            (entries,) = kids
+            key_id = _meta_id(t.key_field)
+            entries_id = None if key_id is None else key_id - 1
+            if entries_id is None or entries_id <= fid:
+                raise FieldIdLayoutError(
+                    f"map column {path!r}: no id is reserved for Lance's entries field "
+                    f"between the map ({fid}) and its key ({key_id})"
+                )
+            out.append(entries_id)
+            ek, ev = entries.children()
+            walk(ek, t.key_field, key_id, f"{path}.key")
+            walk(ev, t.item_field, _meta_id(t.item_field), f"{path}.value")
+            return
+        elif t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            pairs = [(kids[0], t.value_field, _meta_id(t.value_field))]
+        else:
+            raise FieldIdLayoutError(f"field {path!r}: unexpected Lance children for {t}")
+        for k, a, i in pairs:
+            walk(k, a, i, f"{path}.{k.name()}")
+
+    walk(lance_top, field, field_id, field.name)
+    return out
+
+
+def _placeholder(fid: int, taken: set[str]) -> pa.Field:
+    name = f"{PLACEHOLDER_PREFIX}{fid}"
+    if name in taken:
+        raise FieldIdLayoutError(f"a column is named {name!r}, which is reserved")
+    return pa.field(name, pa.null(), True)
+
+
+def _lay_out(
+    fields: Sequence[pa.Field], lance_fields: Sequence[object], ids: Iterable[int], nxt: int
+) -> tuple[list[pa.Field], list[str], int]:
+    """Insert placeholders so that Lance's depth-first numbering yields ``ids``.
+
+    Returns the fields (with placeholders), the placeholder paths, and the next
+    id Lance would assign. Placeholders can only sit among top-level columns
+    or struct children.
+    """
+    it = iter(ids)
+    out: list[pa.Field] = []
+    drops: list[str] = []
+    taken = {f.name for f in fields}
+    for f, lf in zip(fields, lance_fields, strict=True):
+        want = next(it)
+        if want < nxt:
+            raise FieldIdLayoutError(
+                f"column {f.name!r} needs field id {want}, but Lance would number it {nxt} or more"
+            )
+        for gap in range(nxt, want):
+            ph = _placeholder(gap, taken)
+            out.append(ph)
+            drops.append(ph.name)
+        nxt = want + 1
+        kids = lf.children()  # type: ignore[attr-defined]
+        sub_ids = [next(it) for _ in range(len(lance_field_ids(lf)) - 1)]
+        if pa.types.is_struct(f.type) and kids:
+            arrow_kids = [f.type.field(i) for i in range(f.type.num_fields)]
+            new_kids, sub_drops, nxt = _lay_out(arrow_kids, kids, sub_ids, nxt)
+            drops.extend(f"{f.name}.{d}" for d in sub_drops)
+            f = pa.field(f.name, pa.struct(new_kids), f.nullable, f.metadata)
+        else:
+            for sub in sub_ids:
+                if sub != nxt:
+                    raise FieldIdLayoutError(
+                        f"column {f.name!r}: its nested fields need ids {sub_ids}, but Lance "
+                        f"numbers them consecutively from {want + 1}"
+                    )
+                nxt += 1
+        out.append(f)
+    return out, drops, nxt
+
+
+_templates: dict[tuple[bytes, tuple[str, ...]], LanceSchema] = {}
+_templates_lock = threading.Lock()
+
+
+def _template(placeholders: pa.Schema, drops: tuple[str, ...]) -> LanceSchema:
+    """A LanceSchema made by Lance: create ``placeholders`` in memory, drop ``drops``."""
+    key = (placeholders.serialize().to_pybytes(), drops)
+    with _templates_lock:
+        hit = _templates.get(key)
+    if hit is not None:
+        return hit
+    # nothing is written to storage: an in-memory dataset, discarded after use
+    ds = lance.write_dataset(placeholders.empty_table(), f"memory://lp-ids-{uuid.uuid4().hex}")
+    if drops:
+        ds.drop_columns(list(drops))
+    schema = ds.lance_schema
+    with _templates_lock:
+        if len(_templates) > 256:
+            _templates.clear()
+        _templates[key] = schema
+    return schema
+
+
+@dataclass(frozen=True)
+class IdLayout:
+    """Columns of a leaf together with the Lance field id each must have.
+
+    ``arrow`` is the schema data files are written with (in that column
+    order); ``ids[i]`` lists the wanted Lance ids of column ``i`` depth-first,
+    in Lance's layout of the column (``natural_field_ids``).
+    """
+
+    arrow: pa.Schema
+    ids: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, arrow: pa.Schema, ids: Sequence[Sequence[int]]) -> IdLayout:
+        # Lance honours lance:field_id metadata when writing files into an
+        # existing dataset (and ignores it for a new one): never let it in
+        arrow = without_field_id_metadata(arrow)
+        natural = natural_field_ids(arrow)
+        ids = tuple(tuple(i) for i in ids)
+        for f, n, w in zip(arrow, natural, ids, strict=True):
+            if len(n) != len(w):
+                raise FieldIdLayoutError(
+                    f"column {f.name!r}: Lance lays it out as {len(n)} fields, got {len(w)} ids"
+                )
+        flat = [i for w in ids for i in w]
+        if len(set(flat)) != len(flat):
+            raise FieldIdLayoutError(f"field ids {flat} are not unique")
+        return cls(arrow, ids)
+
+    @property
+    def is_natural(self) -> bool:
+        """Lance's own numbering of a new dataset already gives the wanted ids."""
+        flat = [i for w in self.ids for i in w]
+        return flat == list(range(len(flat)))
+
+    def id_of(self, name: str) -> int:
+        return self.ids[self.arrow.get_field_index(name)][0]
+
+    @functools.cached_property
+    def _placed(self) -> tuple[pa.Schema, tuple[str, ...]]:
+        # Lance numbers columns in schema order: lay them out by id (a leaf's
+        # column order carries no meaning; readers match columns by id)
+        order = sorted(range(len(self.arrow)), key=lambda i: self.ids[i][0])
+        fields = [self.arrow.field(i) for i in order]
+        lance_fields = LanceSchema.from_pyarrow(pa.schema(fields)).fields()
+        ids = [i for k in order for i in self.ids[k]]
+        out, drops, _ = _lay_out(fields, lance_fields, ids, 0)
+        return pa.schema(out, metadata=self.arrow.metadata), tuple(drops)
+
+    def check(self) -> None:
+        """Raise FieldIdLayoutError unless a Lance table can carry exactly these ids."""
+        self._placed  # noqa: B018 - computed for its errors
+
+    @property
+    def placeholder_schema(self) -> pa.Schema:
+        """Columns plus one NULL-typed placeholder per unused id: Lance numbers it as wanted."""
+        return self._placed[0]
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        """A LanceSchema with exactly the wanted ids (checked against Lance's answer)."""
+        placed, drops = self._placed
+        schema = _template(placed, drops)
+        got = sorted(tuple(lance_field_ids(f)) for f in schema.fields())
+        if got != sorted(self.ids):
+            raise FieldIdLayoutError(f"Lance numbered the columns {got}, wanted {sorted(self.ids)}")
+        return schema
+
+    def remap(self, fragments: Sequence[FragmentMetadata]) -> list[FragmentMetadata]:
+        """Fragments written with ``arrow`` (Lance's natural ids) → the same files under ``ids``.
+
+        Raises if a file holds an id Lance's natural numbering of ``arrow`` does
+        not have: the column it holds could not be told (never guessed).
+        """
+        natural = [i for w in natural_field_ids(self.arrow) for i in w]
+        wanted = [i for w in self.ids for i in w]
+        return remap_fragments(fragments, dict(zip(natural, wanted, strict=True)), strict=True)
+
+
+def without_field_id_metadata(arrow: pa.Schema) -> pa.Schema:
+    """``arrow`` without ``lance:field_id`` metadata at any depth."""
+    key = FIELD_ID_KEY.encode()
+
+    def strip_type(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([strip(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_map(t):
+            return pa.map_(strip(t.key_field), strip(t.item_field), keys_sorted=t.keys_sorted)
+        if pa.types.is_large_list(t):
+            return pa.large_list(strip(t.value_field))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(strip(t.value_field), t.list_size)
+        if pa.types.is_list(t):
+            return pa.list_(strip(t.value_field))
+        return t
+
+    def strip(f: pa.Field) -> pa.Field:
+        meta = {k: v for k, v in (f.metadata or {}).items() if k != key}
+        return pa.field(f.name, strip_type(f.type), f.nullable, meta or None)
+
+    return pa.schema([strip(f) for f in arrow], metadata=arrow.metadata)
+
+
+def remap_fragments(
+    fragments: Sequence[FragmentMetadata], mapping: dict[int, int], strict: bool = False
+) -> list[FragmentMetadata]:
+    """Rewrite ``DataFile.fields`` through ``mapping``.
+
+    Ids ``mapping`` lacks become tombstones (the column is ignored), or with
+    ``strict`` raise FieldIdLayoutError.
+    """
+    out = []
+    for frag in fragments:
+        data = frag.to_json()
+        for f in data["files"]:
+            unknown = [i for i in f["fields"] if i != TOMBSTONE and i not in mapping]
+            if unknown and strict:
+                raise FieldIdLayoutError(
+                    f"data file {f['path']!r} holds field ids {unknown} that Lance's numbering of "
+                    f"the written columns ({sorted(mapping)}) does not have"
+                )
+            f["fields"] = [
+                TOMBSTONE if i == TOMBSTONE else mapping.get(i, TOMBSTONE) for i in f["fields"]
+            ]
+        out.append(FragmentMetadata.from_json(json.dumps(data)))
+    return out
