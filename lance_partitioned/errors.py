@@ -35,3 +35,10 @@ class CommitConflictError(PartitionedNamespaceError):
 
 class FilterError(PartitionedNamespaceError, ValueError):
     """A filter could not be parsed or bound to the namespace schema."""
+
+
+class CyclicPartitionWarning(UserWarning):
+    """A month/day/hour partition field has no coarser time field on its column.
+
+    Seed 000's ``date_part`` values are cyclic (month 1-12, day 1-31, hour 0-23),
+    so such a field prunes a range only when the range covers less than a cycle."""
