@@ -507,3 +507,33 @@ def test_a_string_against_a_number_column_is_a_filter_error_naming_the_column(
     # a string that is a value of the column's type compares as that value (DataFusion's coercion)
     assert ids(ns.to_arrow("id = '5'")) == [5]
     assert ids(ns.to_arrow("b = 'true'")) == [1]
+
+
+# -- the zone helper against pandas --------------------------------------------
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_wall_clocks_and_localize_agree_with_pandas(zone):
+    from lance_partitioned.format import zones
+
+    start = pd.Timestamp("2018-01-01")
+    walls = [start + pd.Timedelta(minutes=97 * k + 13) for k in range(0, 5500, 7)]
+    walls += [
+        pd.Timestamp(t) + pd.Timedelta(minutes=m)
+        for t in TRANSITIONS[zone]
+        for m in range(-90, 150, 15)
+    ]
+    for w in walls:
+        try:
+            want = w.tz_localize(zone, ambiguous="raise", nonexistent="raise").value // 1000
+        except Exception:
+            want = None
+        try:
+            got = zones.localize(zone, zones.to_us(w.to_pydatetime()))
+        except zones.AmbiguousTimeError:
+            got = None
+        assert got == want, (zone, w)
+    instants = [utc("2018-01-01T00:00") + dt.timedelta(minutes=41 * k) for k in range(13000)]
+    arr = pa.array(instants, pa.timestamp("us", zone))
+    expected_walls = pc.local_timestamp(arr).cast(pa.int64()).to_pylist()
+    assert zones.wall_clock(arr).cast(pa.int64()).to_pylist() == expected_walls

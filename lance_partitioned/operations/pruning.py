@@ -224,10 +224,10 @@ class SpecProjector:
                 return Compare("<" if strict else "<=", col, Literal(value))
             return None
         if isinstance(p, In) and not p.negated and len(p.values) <= MAX_IN_VALUES:
-            vals = {self._apply(f, v.value, src_type) for v in p.values if v.value is not None}
-            if _FAIL in vals:
+            vals = self._apply_all(f, [v.value for v in p.values if v.value is not None], src_type)
+            if vals is None:
                 return None
-            return In(col, tuple(Literal(v) for v in sorted(vals, key=_sort_key)))
+            return In(col, tuple(Literal(v) for v in sorted(set(vals), key=_sort_key)))
         if isinstance(p, Like) and not p.negated and isinstance(t, Truncate):
             prefix = _like_prefix(p.pattern)
             if prefix is None or not is_text(src_type):
@@ -242,6 +242,19 @@ class SpecProjector:
             return f.value_of([value], [src_type])
         except Exception:
             return _FAIL
+
+    def _apply_all(
+        self, f: PartitionField, values: list[Any], src_type: pa.DataType
+    ) -> list | None:
+        """Partition values of many literals in one transform call (None if any fails)."""
+        if f.transform is None or not values:
+            out = [self._apply(f, v, src_type) for v in values]
+            return None if _FAIL in out else out
+        try:
+            arr = f.transform.apply([pa.array(values, type=src_type)])
+            return arr.cast(f.result_type).to_pylist()
+        except Exception:
+            return None
 
     # ranges through year → month → day → hour
     def _project_hierarchy(self, parts: list[Expr]) -> list[Expr]:
