@@ -8,6 +8,7 @@ ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 
 from lance_partitioned.errors import (
     CommitConflictError,
+    CyclicPartitionWarning,
     FilterError,
     NamespaceDamagedError,
     NamespaceExistsError,
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError",
+    "CyclicPartitionWarning",
     "DeleteResult",
     "ForeignChangeError",
     "MaintenanceReport",

@@ -59,3 +59,10 @@ class ForeignChangeError(CommitConflictError):
 
 class RetentionError(PartitionedNamespaceError, ValueError):
     """A maintenance retention (``older_than``) is not a non-negative ``datetime.timedelta``."""
+
+
+class CyclicPartitionWarning(UserWarning):
+    """A month/day/hour partition field has no coarser time field on its column.
+
+    Seed 000's ``date_part`` values are cyclic (month 1-12, day 1-31, hour 0-23),
+    so such a field prunes a range only when the range covers less than a cycle."""

@@ -27,8 +27,10 @@ from lance_partitioned.operations.delete import DeleteResult, delete_rows, requi
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.placement import misplaced_leaves
 from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
+from lance_partitioned.operations.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations.write import (
     APPEND,
     DYNAMIC,
@@ -93,6 +95,7 @@ class PartitionedNamespace:
         root = str(root)
         ns_schema = to_schema(schema)
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
+        warn_cyclic_fields(ns_spec, ns_schema)
         manifest = Manifest(root, storage_options)
         if manifest._local_exists():
             raise NamespaceExistsError(f"{root!r} already contains a __manifest table")
@@ -252,6 +255,9 @@ class PartitionedNamespace:
     def rewrite_partitions(self, filter: FilterLike = None) -> WriteResult:
         """Move partitions written under older specs into the current spec, in one atomic commit.
 
+        Partitions of the current spec whose rows do not have the partition's
+        values (time fields of a zoned column written by 0.1 in UTC, which
+        ``validate()`` reports) are rewritten too, each into new leaves.
         ``filter`` limits the rewrite to partitions it may match (whole partitions
         move). Readers see the old partitions or the new ones, never both or neither.
         """
@@ -259,11 +265,18 @@ class PartitionedNamespace:
             snapshot = Snapshot.load(self._manifest, for_write=True)
             current = snapshot.current_spec.spec_id
             scan = Scan(snapshot, filter)
-            old = [leaf for leaf in scan.leaves if leaf.spec_id != current]
+            misplaced = misplaced_leaves(
+                snapshot, [leaf for leaf in scan.leaves if leaf.spec_id == current]
+            )
+            old = [
+                leaf
+                for leaf in scan.leaves
+                if leaf.spec_id != current or leaf.object_id in misplaced
+            ]
             if not old:
                 return WriteResult(snapshot.version, 0, 0, 0)
             everything = Scan(snapshot)
-            writer = PartitionWriter(snapshot, new_job_secret())
+            writer = PartitionWriter(snapshot, new_job_secret(), replacing=set(misplaced))
             try:
                 for leaf in old:
                     for batch in everything._leaf_batches(leaf):
@@ -320,6 +333,9 @@ class PartitionedNamespace:
 
         Returns the inconsistencies found (an empty list when all is well); reads
         of an inconsistent partition raise instead of returning wrong data.
+        Also reports partitions whose rows' time-field values (year/month/day/hour
+        of a zoned column, in its zone) differ from the partition's: written by
+        0.1, which computed them in UTC; ``rewrite_partitions()`` fixes them.
         """
         problems: list[str] = []
         for leaf in self._snapshot.leaves():
@@ -329,6 +345,7 @@ class PartitionedNamespace:
                 problems.append(f"partition {leaf.object_id}: cannot open {leaf.location!r}: {exc}")
                 continue
             problems.extend(check_leaf(self._snapshot.schema, ds, leaf.object_id))
+        problems.extend(misplaced_leaves(self._snapshot).values())
         return problems
 
     def realign_field_ids(self) -> RealignReport:

@@ -42,6 +42,7 @@ from lance_partitioned.format.sql import (
 D = decimal.Decimal
 UTC = dt.timezone.utc
 PLUS2 = dt.timezone(dt.timedelta(hours=2))
+UTC_TYPE = "'Timestamp(Microsecond, Some(\"UTC\"))'"
 
 
 def cmp(op, name, value):
@@ -404,12 +405,18 @@ def test_quote_identifier(name, quoted):
         (dt.date(999, 1, 1), "DATE '0999-01-01'"),
         (dt.datetime(2025, 1, 1, 10), "TIMESTAMP '2025-01-01 10:00:00'"),
         (dt.datetime(2025, 1, 1, 10, 0, 0, 5), "TIMESTAMP '2025-01-01 10:00:00.000005'"),
-        (dt.datetime(2025, 1, 1, 10, tzinfo=UTC), "TIMESTAMP '2025-01-01 10:00:00+00:00'"),
-        (dt.datetime(2025, 1, 1, 12, tzinfo=PLUS2), "TIMESTAMP '2025-01-01 12:00:00+02:00'"),
+        (
+            dt.datetime(2025, 1, 1, 10, tzinfo=UTC),
+            f"arrow_cast('2025-01-01T10:00:00Z', {UTC_TYPE})",
+        ),
+        (
+            dt.datetime(2025, 1, 1, 12, tzinfo=PLUS2),
+            f"arrow_cast('2025-01-01T10:00:00Z', {UTC_TYPE})",
+        ),
         (dt.datetime(9999, 12, 31, 23, 59), "CAST('9999-12-31 23:59:00' AS TIMESTAMP(6))"),
         (
             dt.datetime(1500, 1, 1, tzinfo=PLUS2),
-            "CAST('1500-01-01 00:00:00+02:00' AS TIMESTAMP(6))",
+            f"arrow_cast('1499-12-31T22:00:00Z', {UTC_TYPE})",
         ),
         (dt.time(10, 30), "TIME '10:30:00'"),
         (dt.time(10, 30, 0, 250000), "TIME '10:30:00.250000'"),

@@ -22,10 +22,46 @@ TRANSFORM_VECTORS = [
     (Year(), pa.date32(), dt.date(1969, 12, 31), 1969),
     (Hour(), pa.timestamp("us"), dt.datetime(2017, 11, 16, 22, 31, 8), 22),
     (Hour(), pa.timestamp("us", tz="UTC"), dt.datetime(2017, 11, 16, 22, 31, 8, tzinfo=UTC), 22),
-    # zoned timestamps are evaluated in UTC: 2017-12-31 20:00 in New York is 2018-01-01 01:00 UTC
-    (Year(), pa.timestamp("us", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 2018),
-    (Day(), pa.timestamp("us", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 1),
-    (Hour(), pa.timestamp("ns", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 1),
+    # zoned timestamps are evaluated in their zone, as DataFusion's date_part (seed 000):
+    # 2018-01-01 01:00 UTC is 2017-12-31 20:00 in New York
+    (Year(), pa.timestamp("us", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 2017),
+    (Day(), pa.timestamp("us", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 31),
+    (Hour(), pa.timestamp("ns", tz=NY), dt.datetime(2018, 1, 1, 1, 0, tzinfo=UTC), 20),
+    (Hour(), pa.timestamp("ns", tz=NY), dt.datetime(2017, 12, 31, 23, 30, tzinfo=UTC), 18),
+    # New York: 01:30 happens twice on 2018-11-04 (EDT, then EST); both are hour 1
+    (Hour(), pa.timestamp("us", tz=NY), dt.datetime(2018, 11, 4, 5, 30, tzinfo=UTC), 1),
+    (Hour(), pa.timestamp("us", tz=NY), dt.datetime(2018, 11, 4, 6, 30, tzinfo=UTC), 1),
+    (Hour(), pa.timestamp("us", tz=NY), dt.datetime(2018, 3, 11, 7, 0, tzinfo=UTC), 3),
+    (
+        Year(),
+        pa.timestamp("us", tz="Asia/Kolkata"),
+        dt.datetime(2017, 12, 31, 18, 30, tzinfo=UTC),
+        2018,
+    ),
+    (
+        Day(),
+        pa.timestamp("ns", tz="Asia/Kolkata"),
+        dt.datetime(2017, 12, 31, 18, 29, 59, tzinfo=UTC),
+        31,
+    ),
+    (Hour(), pa.timestamp("us", tz="+05:30"), dt.datetime(2017, 12, 31, 18, 30, tzinfo=UTC), 0),
+    (
+        Month(),
+        pa.timestamp("us", tz="Pacific/Chatham"),
+        dt.datetime(2018, 6, 30, 12, 15, tzinfo=UTC),
+        7,
+    ),
+    (
+        Hour(),
+        pa.timestamp("us", tz="Australia/Lord_Howe"),
+        dt.datetime(2018, 3, 31, 15, 15, tzinfo=UTC),
+        1,
+    ),
+    (Hour(), pa.timestamp("us", tz="Europe/London"), dt.datetime(2018, 3, 25, 1, 0, tzinfo=UTC), 2),
+    # after 2037 pyarrow applies no daylight saving time; DataFusion does (until 2099)
+    (Day(), pa.timestamp("us", tz="Europe/London"), dt.datetime(2050, 7, 1, 23, 30, tzinfo=UTC), 2),
+    (Hour(), pa.timestamp("us", tz=NY), dt.datetime(2050, 7, 1, 3, 30, tzinfo=UTC), 23),
+    (Hour(), pa.timestamp("us", tz="UTC"), dt.datetime(2017, 12, 31, 23, 30, tzinfo=UTC), 23),
     (Truncate(10), pa.int64(), 123, 120),
     (Truncate(10), pa.int64(), -1, 0),
     (Truncate(10), pa.int64(), -11, -10),

@@ -22,7 +22,9 @@ Parsing rules worth knowing:
   timezone-aware if the text has an offset or ``Z``, naive otherwise;
   ``TIME '…'`` -> ``datetime.time``; ``X'0102'`` -> ``bytes``.
   ``CAST(<literal> AS <type>)`` and ``<literal>::<type>`` fold to a typed
-  literal when the conversion is exact.
+  literal when the conversion is exact, and so does
+  ``arrow_cast('<timestamp with offset>', 'Timestamp(<unit>, Some("<zone>"))')``
+  (an aware datetime, the form instants render in).
 * Predicates the AST cannot express (function calls, arithmetic,
   column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
   ``IS DISTINCT FROM``, ...) become ``Opaque`` carrying the source text of the
@@ -36,9 +38,13 @@ How Lance wants things spelled (found by experiment with pylance 14.0.2):
   lower-cased by Lance but are by plain DataFusion, so only simple lower-case
   names are left bare;
 * ``'strings'`` with ``''`` (a backslash is an ordinary character);
-  ``DATE 'YYYY-MM-DD'``; ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]'``
-  (an offset makes it an instant, compared in UTC; a naive literal against a
-  tz-aware column is taken as UTC); ``X'hex'`` for binary;
+  ``DATE 'YYYY-MM-DD'``; ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS[.ffffff]'`` for a
+  naive value (against a zoned column Lance and DataFusion read it as wall-clock
+  time in the column's zone); an instant (an aware datetime) renders as
+  ``arrow_cast('YYYY-MM-DDTHH:MM:SS[.ffffff]Z', 'Timestamp(Microsecond,
+  Some("UTC"))')``, because both fold the offset of ``TIMESTAMP '…+HH:MM'``
+  into a naive value and read that in the column's zone, which names another
+  instant; ``X'hex'`` for binary;
 * a bare ``1.5`` is a Float64 that Lance refuses to coerce to a decimal or an
   integer column, so a ``Decimal`` renders as ``CAST('1.5' AS DECIMAL(2,1))``
   (from a string, so no float rounding), which works against decimal, float
@@ -971,6 +977,11 @@ class _Parser:
                 f"expected ',' or ')' in the arguments of {name.value}(), found {self.describe(nxt)}"
             )
         rp = self.advance()
+        literal_args = len(args) == 2 and all(a.kind == "lit" for a in args)
+        if name.value.lower() == "arrow_cast" and literal_args:
+            value = _fold_arrow_cast(args[0].value, args[1].value)
+            if value is not _NOT_CASTABLE:
+                return _Operand("lit", name.start, rp.end, value=value)
         return _Operand("value", name.start, rp.end, _merge_columns(*(a.columns for a in args)))
 
 
@@ -1018,26 +1029,65 @@ def _render_decimal(value: decimal.Decimal) -> str:
     return f"CAST('{value:f}' AS DECIMAL({precision},{scale}))"
 
 
+_ARROW_TIMESTAMP_UTC = "'Timestamp(Microsecond, Some(\"UTC\"))'"
+_ARROW_CAST_RE = re.compile(
+    r"Timestamp\((Second|Millisecond|Microsecond|Nanosecond),\s*"
+    r"(?:None|Some\(\"([^\"]+)\"\))\)"
+)
+
+
 def _render_datetime(value: dt.datetime) -> str:
-    offset = value.utcoffset()
-    if offset is not None and offset % dt.timedelta(minutes=1):
-        value = value.astimezone(dt.timezone.utc)
-        offset = dt.timedelta(0)
+    if value.utcoffset() is not None:
+        # An instant. DataFusion (and so Lance) folds the offset of TIMESTAMP '…+hh:mm'
+        # into a naive value that it then reads as wall-clock time in a zoned column's
+        # zone, which names another instant; a zoned Arrow value is compared as an
+        # instant against every column (measured on DataFusion 55 and pylance 14).
+        utc = value.astimezone(dt.timezone.utc)
+        text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+        if utc.microsecond:
+            text += f".{utc.microsecond:06d}"
+        return f"arrow_cast('{text}Z', {_ARROW_TIMESTAMP_UTC})"
     text = (
         f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
         f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
     )
     if value.microsecond:
         text += f".{value.microsecond:06d}"
-    if offset is not None:
-        sign = "-" if offset < dt.timedelta(0) else "+"
-        minutes = abs(offset) // dt.timedelta(minutes=1)
-        text += f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
     if not 1678 <= value.year <= 2261:
         # DataFusion reads TIMESTAMP '…' as nanoseconds, which overflow outside
         # 1677-09-21 .. 2262-04-11; microsecond precision reaches every year.
         return f"CAST('{text}' AS TIMESTAMP(6))"
     return f"TIMESTAMP '{text}'"
+
+
+def _fold_arrow_cast(value: Any, type_text: Any) -> Any:
+    """``arrow_cast('<timestamp>', 'Timestamp(<unit>, Some("<zone>"))')`` as a datetime literal.
+
+    Text with a UTC offset is that instant, whatever the zone; naive text is
+    wall-clock time in the zone (or a naive timestamp with no zone). Anything
+    else (a time the zone shows twice or never, an unknown zone) returns
+    _NOT_CASTABLE and stays an expression."""
+    if not (isinstance(value, str) and isinstance(type_text, str)):
+        return _NOT_CASTABLE
+    m = _ARROW_CAST_RE.fullmatch(type_text.strip())
+    if not m:
+        return _NOT_CASTABLE
+    try:
+        parsed = _parse_timestamp(value)
+    except ValueError:
+        return _NOT_CASTABLE
+    zone = m[2]
+    if zone is None:
+        return parsed.replace(tzinfo=None) if parsed.tzinfo is None else _NOT_CASTABLE
+    if parsed.tzinfo is None:
+        # wall-clock time in ``zone``, as Arrow's cast reads it
+        from . import zones
+
+        try:
+            return zones.instant(zones.localize(zone, zones.to_us(parsed)))
+        except Exception:  # unknown zone, or a time it shows twice or never
+            return _NOT_CASTABLE
+    return parsed.astimezone(dt.timezone.utc)
 
 
 def render_literal(value: Any) -> str:
@@ -1146,6 +1196,13 @@ def _pa_literal(value: Any, field_type: Any = None) -> Any:
     import pyarrow as pa
 
     errors = (pa.ArrowException, TypeError, ValueError, OverflowError)
+    zoned = field_type is not None and pa.types.is_timestamp(field_type) and field_type.tz
+    if zoned and isinstance(value, dt.date) and getattr(value, "tzinfo", None) is None:
+        # wall-clock time in the column's zone (FORMAT.md §7); refused if ambiguous
+        from . import zones
+
+        wall = value if isinstance(value, dt.datetime) else dt.datetime.combine(value, dt.time())
+        value = zones.instant(zones.localize(field_type.tz, zones.to_us(wall)))
     if field_type is not None:
         with contextlib.suppress(*errors):
             direct = pa.scalar(value, type=field_type)
@@ -1165,8 +1222,9 @@ def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
 
     With a ``schema`` (pyarrow.Schema) literals are cast to their column's type
     where that is lossless (pyarrow cannot compare e.g. decimal128(12,2) with
-    an int64 literal, nor a naive literal with a tz-aware column; the cast makes
-    a naive timestamp literal UTC, as Lance does). ``Opaque`` raises
+    an int64 literal, nor a naive literal with a tz-aware column). A naive
+    timestamp or date literal against a zoned column is wall-clock time in the
+    column's zone, as Lance and the scans read it. ``Opaque`` raises
     NotImplementedError.
     """
     import pyarrow as pa
@@ -1553,6 +1611,11 @@ _DF_SIMPLE_TYPES = {
 }
 
 
+_DF_ZONED_TIMESTAMP_RE = re.compile(r'Timestamp\((\w+|µs),\s*"([^"]+)"\)')
+_DF_UNITS = {"s": "Second", "ms": "Millisecond", "µs": "Microsecond", "us": "Microsecond"}
+_DF_UNITS["ns"] = "Nanosecond"
+
+
 def _df_type_sql(arrow_type_text: str) -> str:
     t = arrow_type_text.strip()
     if t in _DF_SIMPLE_TYPES:
@@ -1637,6 +1700,12 @@ def _df_sql(e: Any) -> str:
         canonical = e.canonical_name()
         type_text = canonical.rsplit(" AS ", 1)[1][:-1]
         kw = "CAST" if variant == "Cast" else "TRY_CAST"
+        zoned = _DF_ZONED_TIMESTAMP_RE.fullmatch(type_text.strip())
+        if zoned and variant == "Cast":
+            # SQL's TIMESTAMP has no zone: keep it, in the spelling Lance accepts
+            unit = _DF_UNITS.get(zoned[1], zoned[1])
+            arrow_type = f'Timestamp({unit}, Some("{zoned[2]}"))'
+            return f"arrow_cast({_df_sql(_df_wrap(v.expr()))}, {render_literal(arrow_type)})"
         return f"{kw}({_df_sql(_df_wrap(v.expr()))} AS {_df_type_sql(type_text)})"
     if variant == "ScalarFunction":
         name = e.rex_call_operator()

@@ -3,8 +3,9 @@
 Each transform maps source columns to one partition value per row:
 
 - NULL in gives NULL out (NULL is its own partition);
-- time transforms extract calendar fields (``date_part``), timestamps with a
-  time zone are evaluated in UTC and naive ones as stored;
+- time transforms extract calendar fields (``date_part``); timestamps with a
+  time zone are evaluated in that zone, as DataFusion (seed 000's reference
+  engine) evaluates ``date_part``, and naive ones as stored;
 - ``truncate`` follows the spec's expression literally: ``left(col, W)`` in code
   points for strings, ``col - (col % W)`` with a *truncated* remainder for numbers;
 - ``bucket``/``multi_bucket`` use the canonical murmur3 of ``hashing``.
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.errors import SpecError
-from lance_partitioned.format import hashing
+from lance_partitioned.format import hashing, zones
 from lance_partitioned.format.types import is_bytes, is_numeric, is_temporal, is_text
 
 TIME_UNITS = ("year", "month", "day", "hour")
@@ -33,14 +34,6 @@ def _to_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(a, pa.ChunkedArray):
         return a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)
     return a
-
-
-def _utc_naive(arr: pa.Array) -> pa.Array:
-    """Timestamps with a zone become naive UTC wall-clock values; others unchanged."""
-    t = arr.type
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        return arr.view(pa.timestamp(t.unit))
-    return arr
 
 
 @dataclass(frozen=True)
@@ -118,7 +111,10 @@ class TimeTransform(Transform):
         return pa.int32()
 
     def apply(self, arrays):
-        arr = _utc_naive(_to_array(arrays[0]))
+        arr = _to_array(arrays[0])
+        if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+            # In the column's zone, by DataFusion's rules (pyarrow's differ after 2037).
+            return zones.date_part(self.type, arr)
         fn = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour}[self.type]
         return fn(arr).cast(pa.int32())
 

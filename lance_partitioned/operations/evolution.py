@@ -18,6 +18,7 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import CommitConflictError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec, parse_spec
+from lance_partitioned.operations.time_ranges import warn_cyclic_fields
 
 
 def _check_unchanged(manifest: Manifest, planned: Snapshot) -> Snapshot:
@@ -33,6 +34,7 @@ def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> Partitio
     """Add spec version N+1. Same sources + same transform reuse a field_id; new ids are new."""
     specs = planned.specs
     new = parse_spec(spec, planned.schema, spec_id=max(specs) + 1, existing=specs.values())
+    warn_cyclic_fields(new, planned.schema)
     if isinstance(spec, (dict, PartitionSpec)) and new.spec_id != max(specs) + 1:
         raise SchemaError(f"a new spec must have id {max(specs) + 1}, got {new.spec_id}")
     latest = _check_unchanged(manifest, planned)

@@ -9,9 +9,13 @@ form, and projected field by field:
 
 - identity: the predicate itself, on the partition column;
 - year: ``=``, ``IN`` and ranges (the year is monotonic);
-- month/day/hour: ``=`` and ``IN``; ranges only through the calendar hierarchy
+- month/day/hour: ``=`` and ``IN``; ranges through the calendar hierarchy
   ``year → month → day → hour`` as a lexicographic tuple comparison, since a
-  month number on its own wraps around every year;
+  month number on its own wraps around every year; without the hierarchy, a
+  range bounded on both sides by the set of values it covers when that is
+  less than a cycle;
+- time transforms of a zoned timestamp are its zone's calendar fields, so
+  ranges are first moved onto the column's wall clock (``time_ranges``);
 - bucket: ``=`` and ``IN``;
 - truncate: ``=``, ``IN``, ranges (truncation is monotonic), ``LIKE 'prefix%'``;
 - multi_bucket and multi-source expressions: ``=`` on every source;
@@ -31,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
+from lance_partitioned.format import zones
 from lance_partitioned.format.expressions import (
     NEGATED_OP,
     And,
@@ -53,6 +58,15 @@ from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.sql import render_literal, to_sql
 from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
 from lance_partitioned.format.types import is_text
+from lance_partitioned.operations.literals import cast_literal
+from lance_partitioned.operations.time_ranges import (
+    calendar_bound,
+    covered_values,
+    lower_wall,
+    resolution_us,
+    unit_instants,
+    upper_wall,
+)
 
 MAX_IN_VALUES = 4096
 
@@ -60,59 +74,13 @@ MAX_IN_VALUES = 4096
 # -- binding ------------------------------------------------------------------
 
 
-def _parse_temporal_text(value: str, target: pa.DataType) -> Any:
-    """ISO text → date/datetime for a date or timestamp column (naive text on a zoned column is UTC)."""
-    text = value.strip()
-    if pa.types.is_date(target):
-        parsed = dt.datetime.fromisoformat(text)
-        if parsed.time() != dt.time(0) or parsed.tzinfo is not None:
-            raise ValueError("not a whole date")
-        return parsed.date()
-    parsed = dt.datetime.fromisoformat(text)
-    if target.tz is not None and parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed
-
-
-def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
-    """Exactly convert a literal to ``target``; (False, None) when it cannot be exact."""
-    if value is None:
-        return False, None
-    try:
-        if isinstance(value, str) and not is_text(target):
-            if not (pa.types.is_date(target) or pa.types.is_timestamp(target)):
-                return False, None
-            value = _parse_temporal_text(value, target)
-        if isinstance(value, dt.datetime) and pa.types.is_timestamp(target):
-            if value.tzinfo is not None and target.tz is None:
-                return False, None
-            if value.tzinfo is None and target.tz is not None:
-                value = value.replace(tzinfo=dt.timezone.utc)
-        if isinstance(value, dt.datetime) and pa.types.is_date(target):
-            if value.time() != dt.time(0) or value.tzinfo is not None:
-                return False, None
-            value = value.date()
-        scalar = pa.scalar(value)
-        cast = scalar.cast(target, safe=True)
-        back = cast.cast(scalar.type, safe=True)
-        if back.as_py() != scalar.as_py():
-            return False, None
-        return True, cast.as_py()
-    except (
-        pa.ArrowInvalid,
-        pa.ArrowNotImplementedError,
-        pa.ArrowTypeError,
-        OverflowError,
-        ValueError,
-    ):
-        return False, None
-
-
 def bind(expr: Expr, schema: Schema) -> Expr:
     """Check column names and convert literals to their column types where exact.
 
     A predicate whose literal cannot be converted exactly becomes Opaque: it
     does not prune, and the scan still applies it with Lance's own coercion.
+    A literal that cannot be compared with its column raises FilterError
+    (``literals.cast_literal`` states the rules, time zones included).
     """
     for name in referenced_columns(expr):
         if not schema.has_field(name):
@@ -122,14 +90,16 @@ def bind(expr: Expr, schema: Schema) -> Expr:
 
     def go(e: Expr) -> Expr:
         if isinstance(e, Compare):
-            ok, v = _cast_literal(e.literal.value, schema.field(e.ref.name).type)
-            return Compare(e.op, e.ref, Literal(v)) if ok else Opaque(to_sql(e), (e.ref.name,))
+            ok, v = cast_literal(e.literal.value, schema.field(e.ref.name).type, e.ref.name)
+            bound = Compare(e.op, e.ref, Literal(v))
+            return bound if ok else Opaque(to_sql(bound), (e.ref.name,))
         if isinstance(e, In):
             t = schema.field(e.ref.name).type
-            vals = [_cast_literal(lit.value, t) for lit in e.values]
-            if all(ok for ok, _ in vals):
-                return In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
-            return Opaque(to_sql(e), (e.ref.name,))
+            vals = [cast_literal(lit.value, t, e.ref.name) for lit in e.values]
+            bound_in = In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
+            return (
+                bound_in if all(ok for ok, _ in vals) else Opaque(to_sql(bound_in), (e.ref.name,))
+            )
         if isinstance(e, And):
             return And(go(e.left), go(e.right))
         if isinstance(e, Or):
@@ -216,6 +186,7 @@ class SpecProjector:
                     if proj is not None:
                         out.append(proj)
         out.extend(self._project_hierarchy(parts))
+        out.extend(self._project_cycles(parts))
         out.extend(self._project_multi(parts))
         return and_all(out) if out else None
 
@@ -235,26 +206,28 @@ class SpecProjector:
                 return Like(col, p.pattern, p.negated)
             return None
         if isinstance(p, Compare) and p.literal.value is not None:
-            value = self._apply(f, p.literal.value, src_type)
-            if value is _FAIL:
-                return None
             if p.op == "=":
-                return Compare("=", col, Literal(value))
+                value = self._apply(f, p.literal.value, src_type)
+                return None if value is _FAIL else Compare("=", col, Literal(value))
             if p.op in ("<", "<=", ">", ">=") and t is not None and t.preserves_order:
-                if p.op in (">", ">="):
+                op, bound, bound_type = p.op, p.literal.value, src_type
+                if isinstance(t, TimeTransform):  # on the wall clock of a zoned column
+                    op, bound, bound_type = calendar_bound(p.op, bound, src_type)
+                value = self._apply(f, bound, bound_type)
+                if value is _FAIL or value is None:
+                    return None
+                if op in (">", ">="):
                     return Compare(">=", col, Literal(value))
                 strict = (
-                    p.op == "<"
-                    and isinstance(t, TimeTransform)
-                    and _is_unit_start(p.literal.value, "year")
+                    op == "<" and isinstance(t, TimeTransform) and _is_unit_start(bound, "year")
                 )
                 return Compare("<" if strict else "<=", col, Literal(value))
             return None
         if isinstance(p, In) and not p.negated and len(p.values) <= MAX_IN_VALUES:
-            vals = {self._apply(f, v.value, src_type) for v in p.values if v.value is not None}
-            if _FAIL in vals:
+            vals = self._apply_all(f, [v.value for v in p.values if v.value is not None], src_type)
+            if vals is None:
                 return None
-            return In(col, tuple(Literal(v) for v in sorted(vals, key=_sort_key)))
+            return In(col, tuple(Literal(v) for v in sorted(set(vals), key=_sort_key)))
         if isinstance(p, Like) and not p.negated and isinstance(t, Truncate):
             prefix = _like_prefix(p.pattern)
             if prefix is None or not is_text(src_type):
@@ -270,17 +243,25 @@ class SpecProjector:
         except Exception:
             return _FAIL
 
+    def _apply_all(
+        self, f: PartitionField, values: list[Any], src_type: pa.DataType
+    ) -> list | None:
+        """Partition values of many literals in one transform call (None if any fails)."""
+        if f.transform is None or not values:
+            out = [self._apply(f, v, src_type) for v in values]
+            return None if _FAIL in out else out
+        try:
+            arr = f.transform.apply([pa.array(values, type=src_type)])
+            return arr.cast(f.result_type).to_pylist()
+        except Exception:
+            return None
+
     # ranges through year → month → day → hour
     def _project_hierarchy(self, parts: list[Expr]) -> list[Expr]:
         out: list[Expr] = []
         for name, fields in self.by_source.items():
-            units = {f.transform.type: f for f in fields if isinstance(f.transform, TimeTransform)}
-            chain: list[PartitionField] = []
-            for u in TIME_UNITS:
-                if u not in units:
-                    break
-                chain.append(units[u])
-            if len(chain) < 2:
+            chain = self._hierarchy_chain(fields)
+            if not chain:
                 continue
             src_type = self.schema.field(name).type
             for p in parts:
@@ -292,13 +273,61 @@ class SpecProjector:
                     continue
                 if p.literal.value is None:
                     continue
-                values = [self._apply(f, p.literal.value, src_type) for f in chain]
+                op, bound, bound_type = calendar_bound(p.op, p.literal.value, src_type)
+                values = [self._apply(f, bound, bound_type) for f in chain]
                 if _FAIL in values or None in values:
                     continue
-                lower = p.op in (">", ">=")
+                lower = op in (">", ">=")
                 finest = chain[-1].transform.type
-                strict = p.op == "<" and _is_unit_start(p.literal.value, finest)
+                strict = op == "<" and _is_unit_start(bound, finest)
                 out.append(_lexicographic([Ref(f.column) for f in chain], values, lower, strict))
+        return out
+
+    def _hierarchy_chain(self, fields: list[PartitionField]) -> list[PartitionField]:
+        """The fields of ``year → month → day → hour``, from year down, without a gap."""
+        units = {f.transform.type: f for f in fields if isinstance(f.transform, TimeTransform)}
+        chain: list[PartitionField] = []
+        for u in TIME_UNITS:
+            if u not in units:
+                break
+            chain.append(units[u])
+        return chain if len(chain) >= 2 else []
+
+    # ranges through month, day or hour alone: the set of values a two-sided range covers
+    def _project_cycles(self, parts: list[Expr]) -> list[Expr]:
+        out: list[Expr] = []
+        for name, fields in self.by_source.items():
+            in_chain = {f.field_id for f in self._hierarchy_chain(fields)}
+            cyclic = [
+                f
+                for f in fields
+                if isinstance(f.transform, TimeTransform)
+                and f.transform.type != "year"
+                and f.field_id not in in_chain
+            ]
+            if not cyclic:
+                continue
+            src_type = self.schema.field(name).type
+            lows, highs = [], []
+            for p in parts:
+                if isinstance(p, Compare) and _ref_name(p) == name and p.literal.value is not None:
+                    if p.op in (">", ">="):
+                        lows.append(lower_wall(p.op, p.literal.value, src_type))
+                    elif p.op in ("<", "<="):
+                        highs.append(upper_wall(p.op, p.literal.value, src_type))
+            lows = [w for w in lows if w is not None]
+            highs = [w for w in highs if w is not None]
+            if not lows or not highs:
+                continue
+            for f in cyclic:
+                values = covered_values(f.transform.type, max(lows), min(highs))
+                if values is not None:
+                    lits = tuple(Literal(v) for v in values)
+                    out.append(
+                        Compare("=", Ref(f.column), lits[0])
+                        if len(lits) == 1
+                        else In(Ref(f.column), lits)
+                    )
         return out
 
     # equality on every source of a multi-source field (multi_bucket, expressions)
@@ -368,7 +397,10 @@ def _lexicographic(cols: Sequence[Ref], values: Sequence[Any], lower: bool, stri
 
 
 def _is_unit_start(value: Any, unit: str) -> bool:
-    """Whether a date/timestamp literal is the first instant of its year/month/day/hour (UTC)."""
+    """Whether a date or naive (wall-clock) timestamp is the first instant of its year/month/day/hour.
+
+    Zoned bounds reach here as wall-clock times (``calendar_bound``); an aware
+    value is read in UTC."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc)
@@ -414,7 +446,7 @@ def _sort_key(v: Any) -> tuple[int, Any]:
 def _unit_interval(
     values: dict[str, Any], chain: list[str]
 ) -> tuple[dt.datetime, dt.datetime] | None:
-    """[start, end) in naive UTC of the calendar unit named by year/month/day/hour values."""
+    """[start, end) wall-clock times of the calendar unit named by year/month/day/hour values."""
     y = values.get("year")
     if y is None:
         return None
@@ -434,14 +466,6 @@ def _unit_interval(
     else:
         end = start + dt.timedelta(hours=1)
     return start, end
-
-
-def _as_naive_utc(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day)
-    return None
 
 
 def _implied(
@@ -473,15 +497,27 @@ def _implied(
     }
     chain = [u for u in TIME_UNITS if u in units]
     interval = _unit_interval(units, chain) if None not in units.values() else None
-    lit = _as_naive_utc(p.literal.value)
-    if interval is None or lit is None or p.op in ("=", "!="):
+    lit = p.literal.value
+    if interval is None or p.op in ("=", "!="):
         return False
     start, end = interval
-    # the largest stored value inside [start, end): one day for dates, one microsecond otherwise
-    last = end - (
-        dt.timedelta(days=1) if pa.types.is_date(src_type) else dt.timedelta(microseconds=1)
-    )
-    return {">=": start >= lit, ">": start > lit, "<": end <= lit, "<=": last <= lit}[p.op]
+    if pa.types.is_date(src_type):
+        if not isinstance(lit, dt.date) or isinstance(lit, dt.datetime):
+            return False
+        first, last = start.date(), end.date() - dt.timedelta(days=1)
+        return {">=": first >= lit, ">": first > lit, "<": last < lit, "<=": last <= lit}[p.op]
+    if not isinstance(lit, dt.datetime) or (lit.tzinfo is None) != (src_type.tz is None):
+        return False
+    # The unit is a range of wall-clock times; in a zoned column, of local ones.
+    span = unit_instants(start, end, src_type)
+    if span is None:
+        return False
+    first, stop = span
+    lit_us = zones.to_us(lit)
+    # the largest storable value below ``stop`` is stop - resolution (any ns below it for ns)
+    step = resolution_us(src_type)
+    last_ok = stop <= lit_us if step == 0 else stop - step <= lit_us
+    return {">=": first >= lit_us, ">": first > lit_us, "<": stop <= lit_us, "<=": last_ok}[p.op]
 
 
 def residual_filter(

@@ -27,7 +27,7 @@ import hmac
 import json
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,12 +157,15 @@ class WrittenFiles:
 class PartitionResolver:
     """Maps partition keys of the current spec to existing leaves or new locations."""
 
-    def __init__(self, snapshot: Snapshot, secret: bytes):
+    def __init__(self, snapshot: Snapshot, secret: bytes, replacing: Collection[str] = ()):
         self.snapshot = snapshot
         self.spec: PartitionSpec = snapshot.current_spec
         self.secret = secret
+        # leaves this write replaces get a new leaf, never an append
         self._leaves = {
-            tuple(leaf.values): leaf for leaf in snapshot.leaves_of_spec(self.spec.spec_id)
+            tuple(leaf.values): leaf
+            for leaf in snapshot.leaves_of_spec(self.spec.spec_id)
+            if leaf.object_id not in replacing
         }
         self._namespaces: dict[tuple[Any, ...], str] = {}
         ns_rows = snapshot.namespace_rows(self.spec.spec_id).to_pydict()
@@ -223,6 +226,7 @@ class PartitionWriter:
         max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
+        replacing: Collection[str] = (),
     ):
         problem = spec_problem(snapshot)
         if problem is not None:  # e.g. a source id not in the schema: every key would be NULL
@@ -230,7 +234,7 @@ class PartitionWriter:
         self.snapshot = snapshot
         self.spec = snapshot.current_spec
         self.conform = InputConformer(snapshot.schema)
-        self.resolver = PartitionResolver(snapshot, secret)
+        self.resolver = PartitionResolver(snapshot, secret, replacing)
         self.max_buffer_bytes = max_buffer_bytes
         self.max_rows_per_file = max_rows_per_file
         self.progress = progress
