@@ -24,6 +24,7 @@ form, and projected field by field:
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -108,6 +109,19 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
         return False, None
 
 
+def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
+    """A literal for Lance to compare with a ``target`` column it cannot be cast to.
+
+    Lance refuses an integer literal outside an integer column's range
+    (``j < 3000000000`` on int32: "could not convert to literal of type Int32"),
+    but compares a decimal with any integer column exactly, so such a literal is
+    handed over as a decimal. Other literals are left to Lance's own coercion.
+    """
+    if pa.types.is_integer(target) and type(lit.value) is int:
+        return Literal(decimal.Decimal(lit.value))
+    return lit
+
+
 def bind(expr: Expr, schema: Schema) -> Expr:
     """Check column names and convert literals to their column types where exact.
 
@@ -122,14 +136,18 @@ def bind(expr: Expr, schema: Schema) -> Expr:
 
     def go(e: Expr) -> Expr:
         if isinstance(e, Compare):
-            ok, v = _cast_literal(e.literal.value, schema.field(e.ref.name).type)
-            return Compare(e.op, e.ref, Literal(v)) if ok else Opaque(to_sql(e), (e.ref.name,))
+            t = schema.field(e.ref.name).type
+            ok, v = _cast_literal(e.literal.value, t)
+            if ok:
+                return Compare(e.op, e.ref, Literal(v))
+            return Opaque(to_sql(Compare(e.op, e.ref, _exact_for(e.literal, t))), (e.ref.name,))
         if isinstance(e, In):
             t = schema.field(e.ref.name).type
             vals = [_cast_literal(lit.value, t) for lit in e.values]
             if all(ok for ok, _ in vals):
                 return In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
-            return Opaque(to_sql(e), (e.ref.name,))
+            exact = In(e.ref, tuple(_exact_for(lit, t) for lit in e.values), e.negated)
+            return Opaque(to_sql(exact), (e.ref.name,))
         if isinstance(e, And):
             return And(go(e.left), go(e.right))
         if isinstance(e, Or):
