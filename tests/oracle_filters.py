@@ -346,12 +346,23 @@ def _int_lits(t: pa.DataType) -> st.SearchStrategy[Lit]:
         st.integers(*near),
         st.sampled_from([lo, hi, lo + 1, hi - 1]),
     ).map(lambda v: Lit(str(v), v, t))
-    # out of the column's range: compared mathematically, so kept as int64/decimal
-    wide = st.sampled_from([hi + 1, lo - 1, 3_000_000_000, -(2**70)]).map(
-        lambda v: Lit(str(v), D(v), pa.decimal128(38, 0))
+    # numbers the column type cannot hold compare by value, kept at a wider exact type
+    wide = st.sampled_from(
+        [
+            Lit(str(hi + 1), D(hi + 1), pa.decimal128(38, 0)),
+            Lit(str(lo - 1), D(lo - 1), pa.decimal128(38, 0)),
+            Lit("3000000000", D(3_000_000_000), pa.decimal128(38, 0)),
+            Lit(str(-(2**70)), D(-(2**70)), pa.decimal128(38, 0)),
+            Lit(str(10**40), D(10**40), pa.decimal256(41, 0)),
+            Lit("1e30", D(10**30), pa.decimal128(38, 0)),
+            Lit("-9.3e18", D(-93 * 10**17), pa.decimal128(38, 0)),
+        ]
     )
-    fraction = st.integers(-120, 120).map(
-        lambda k: Lit(str(D(k) / 2), D(k) / 2, pa.decimal128(12, 1))
+    # halves, as decimal numerals (2.5) and float numerals (2.5e0)
+    half = st.integers(-120, 120).map(lambda k: D(k) / 2)
+    fraction = st.one_of(
+        half.map(lambda v: Lit(str(v), v, pa.decimal128(12, 1))),
+        half.map(lambda v: Lit(f"{float(v)!r}e0", v, pa.decimal128(12, 1))),
     )
     return st.one_of(exact, exact, exact, wide, fraction)
 

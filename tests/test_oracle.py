@@ -237,6 +237,11 @@ _WIDE = [_lit("3000000000", Decimal(3_000_000_000))]
                 False,
             ),
         ),
+        # float numerals and huge numbers against integer columns
+        ("ints", Cmp("i", "<", _lit("2.5e0", Decimal("2.5"), pa.decimal128(12, 1)))),
+        ("ints", Cmp("i", ">", _lit("-9.3e18", Decimal(-93 * 10**17)))),
+        ("int_identity", Cmp("j", "<", _lit("1e30", Decimal(10**30)))),
+        ("ints", Cmp("i", "!=", _lit(str(10**40), Decimal(10**40), pa.decimal256(41, 0)))),
     ],
     ids=lambda x: x if isinstance(x, str) else to_sql(x),
 )

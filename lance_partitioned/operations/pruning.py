@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,17 +110,33 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
         return False, None
 
 
+_BEYOND_INTEGERS = decimal.Decimal(2**64)  # no integer column holds a value this large
+
+
 def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
     """A literal for Lance to compare with a ``target`` column it cannot be cast to.
 
-    Lance refuses an integer literal outside an integer column's range
-    (``j < 3000000000`` on int32: "could not convert to literal of type Int32"),
-    but compares a decimal with any integer column exactly, so such a literal is
-    handed over as a decimal. Other literals are left to Lance's own coercion.
+    Lance refuses a number an integer column's type cannot hold (``j < 3000000000``
+    on int32, ``i < 2.5e0``: "could not convert to literal of type ..."), but
+    compares a decimal with any integer column exactly. Against integers, a number
+    beyond ±2**64 compares like ±2**64 and a fraction like its floor + 0.5, so such a
+    literal is handed over as a short decimal with the same answer for every row.
+    Other literals are left to Lance's own coercion.
     """
-    if pa.types.is_integer(target) and type(lit.value) is int:
-        return Literal(decimal.Decimal(lit.value))
-    return lit
+    v = lit.value
+    if not pa.types.is_integer(target) or isinstance(v, bool):
+        return lit
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return lit
+        v = decimal.Decimal(v)  # the float's exact value
+    elif isinstance(v, int):
+        v = decimal.Decimal(v)
+    elif not (isinstance(v, decimal.Decimal) and v.is_finite()):
+        return lit
+    v = max(-_BEYOND_INTEGERS, min(_BEYOND_INTEGERS, v))
+    whole = v.to_integral_value(rounding=decimal.ROUND_FLOOR)
+    return Literal(whole if whole == v else whole + decimal.Decimal("0.5"))
 
 
 def bind(expr: Expr, schema: Schema) -> Expr:
