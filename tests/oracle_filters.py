@@ -387,10 +387,23 @@ def _decimal_lits(t: pa.DataType) -> st.SearchStrategy[Lit]:
     )
     exact = cents.map(lambda c: D(c).scaleb(-2)).map(lambda v: Lit(_dec_sql(v), v, t))
     whole = st.integers(-12, 12).map(lambda v: Lit(str(v), D(v), t))
-    finer = st.integers(-12000, 12000).map(
-        lambda k: Lit(_dec_sql(D(k).scaleb(-3)), D(k).scaleb(-3), pa.decimal128(13, 3))
+    # finer than the column's scale, as decimal numerals (1.255) and float numerals
+    # (1.234375e0: sixty-fourths, so the float's exact value is short)
+    thousandths = st.integers(-12000, 12000).map(lambda k: D(k).scaleb(-3))
+    sixty_fourths = st.integers(-800, 800).map(lambda k: D(k) / 64)
+    finer = st.one_of(
+        thousandths.map(lambda v: Lit(_dec_sql(v), v, pa.decimal128(13, 3))),
+        sixty_fourths.map(lambda v: Lit(f"{float(v)!r}e0", v, pa.decimal128(13, 6))),
     )
-    return st.one_of(exact, exact, whole, finer)
+    # beyond the column's range
+    wide = st.sampled_from(
+        [
+            Lit("10000000000000", D(10**13), pa.decimal128(16, 2)),
+            Lit("-1e20", D(-(10**20)), pa.decimal128(23, 2)),
+            Lit("99999999999.995", D("99999999999.995"), pa.decimal128(14, 3)),
+        ]
+    )
+    return st.one_of(exact, exact, whole, finer, wide)
 
 
 def _dec_sql(v: D) -> str:

@@ -242,6 +242,16 @@ _WIDE = [_lit("3000000000", Decimal(3_000_000_000))]
         ("ints", Cmp("i", ">", _lit("-9.3e18", Decimal(-93 * 10**17)))),
         ("int_identity", Cmp("j", "<", _lit("1e30", Decimal(10**30)))),
         ("ints", Cmp("i", "!=", _lit(str(10**40), Decimal(10**40), pa.decimal256(41, 0)))),
+        # and against decimal columns: finer than the scale, beyond the precision
+        (
+            "decimal_float",
+            Cmp("amount", ">", _lit("4.995e0", Decimal(4.995), pa.decimal256(76, 60))),
+        ),
+        ("decimal_bucket", Cmp("amount", "<", _lit("1e20", Decimal(10**20), pa.decimal128(21, 0)))),
+        (
+            "decimal_float",
+            Cmp("amount", "!=", _lit("10000000000000", Decimal(10**13), pa.decimal128(14, 0))),
+        ),
     ],
     ids=lambda x: x if isinstance(x, str) else to_sql(x),
 )

@@ -110,21 +110,27 @@ def _cast_literal(value: Any, target: pa.DataType) -> tuple[bool, Any]:
         return False, None
 
 
-_BEYOND_INTEGERS = decimal.Decimal(2**64)  # no integer column holds a value this large
-
-
 def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
     """A literal for Lance to compare with a ``target`` column it cannot be cast to.
 
-    Lance refuses a number an integer column's type cannot hold (``j < 3000000000``
-    on int32, ``i < 2.5e0``: "could not convert to literal of type ..."), but
-    compares a decimal with any integer column exactly. Against integers, a number
-    beyond ±2**64 compares like ±2**64 and a fraction like its floor + 0.5, so such a
-    literal is handed over as a short decimal with the same answer for every row.
-    Other literals are left to Lance's own coercion.
+    Lance refuses a number an integer or decimal column's type cannot hold
+    (``j < 3000000000`` on int32, ``i < 2.5e0``, ``amount > 4.995e0`` on
+    decimal(12,2): "could not convert to literal of type ..."), but compares a
+    decimal literal with such columns exactly. The column's values are multiples
+    of a unit (1, or 10^-scale) within a bound (2^64, or 10^(precision-scale)), so
+    a number beyond the bound compares like the bound and one between two
+    multiples like the midpoint: the literal is handed over as that short decimal,
+    with the same answer for every row. Other literals are left to Lance.
     """
     v = lit.value
-    if not pa.types.is_integer(target) or isinstance(v, bool):
+    if pa.types.is_integer(target):
+        unit, bound = decimal.Decimal(1), decimal.Decimal(2**64)
+    elif pa.types.is_decimal(target):
+        unit = decimal.Decimal(1).scaleb(-target.scale)
+        bound = decimal.Decimal(1).scaleb(target.precision - target.scale)
+    else:
+        return lit
+    if isinstance(v, bool):
         return lit
     if isinstance(v, float):
         if not math.isfinite(v):
@@ -134,9 +140,16 @@ def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
         v = decimal.Decimal(v)
     elif not (isinstance(v, decimal.Decimal) and v.is_finite()):
         return lit
-    v = max(-_BEYOND_INTEGERS, min(_BEYOND_INTEGERS, v))
-    whole = v.to_integral_value(rounding=decimal.ROUND_FLOOR)
-    return Literal(whole if whole == v else whole + decimal.Decimal("0.5"))
+    v = max(-bound, min(bound, v))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80  # exact for every value left after clamping
+        whole = (v / unit).to_integral_value(rounding=decimal.ROUND_FLOOR) * unit
+        exact = whole if whole == v else whole + unit / 2
+    try:
+        render_literal(exact)
+    except ValueError:  # beyond 38 digits (a decimal(38, 0) column): Lance's own error stands
+        return lit
+    return Literal(exact)
 
 
 def bind(expr: Expr, schema: Schema) -> Expr:
