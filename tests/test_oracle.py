@@ -133,7 +133,7 @@ def check(ns: lp.PartitionedNamespace, table: pa.Table, flt) -> None:
     assert ns.count(sql) == len(expected), sql
 
 
-@settings(max_examples=100, **SETTINGS)
+@settings(max_examples=80, **SETTINGS)
 @given(data=st.data())
 def test_filters_on_numbers_strings_dates_and_plain_timestamps(namespaces, data):
     """Every non-zoned type, through identity, bucket, truncate, time transforms,
@@ -167,7 +167,7 @@ def test_zoned_filters_inside_leaves(namespaces, data):
     check(namespaces["zoned_unpartitioned"], namespaces.table, flt)
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(data=st.data())
 def test_zoned_filters_through_time_transforms(namespaces, data):
     """Zoned timestamps partitioned by year/month/day/hour (evaluated in the column's
