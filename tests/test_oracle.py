@@ -147,7 +147,8 @@ def test_filters_on_numbers_strings_dates_and_plain_timestamps(namespaces, data)
 TIME_SPECS = ["dates", "utc_hierarchy", "utc_ymd", "naive_ymd", "evolved"]
 
 
-@settings(max_examples=100, **SETTINGS)
+# 150: the issue's weakened day-start check is found in 21 of 22 seeds (median ~45)
+@settings(max_examples=150, **SETTINGS)
 @given(data=st.data())
 def test_time_ranges_through_calendar_hierarchies(namespaces, data):
     """Ranges and their combinations on dates and plain timestamps, with bounds on and
