@@ -28,7 +28,9 @@ form, and projected field by field:
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,6 +76,48 @@ MAX_IN_VALUES = 4096
 # -- binding ------------------------------------------------------------------
 
 
+def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
+    """A literal for Lance to compare with a ``target`` column it cannot be cast to.
+
+    Lance refuses a number an integer or decimal column's type cannot hold
+    (``j < 3000000000`` on int32, ``i < 2.5e0``, ``amount > 4.995e0`` on
+    decimal(12,2): "could not convert to literal of type ..."), but compares a
+    decimal literal with such columns exactly. The column's values are multiples
+    of a unit (1, or 10^-scale) within a bound (2^64, or 10^(precision-scale)), so
+    a number beyond the bound compares like the bound and one between two
+    multiples like the midpoint: the literal is handed over as that short decimal,
+    with the same answer for every row. Other literals are left to Lance.
+    """
+    v = lit.value
+    if pa.types.is_integer(target):
+        unit, bound = decimal.Decimal(1), decimal.Decimal(2**64)
+    elif pa.types.is_decimal(target):
+        unit = decimal.Decimal(1).scaleb(-target.scale)
+        bound = decimal.Decimal(1).scaleb(target.precision - target.scale)
+    else:
+        return lit
+    if isinstance(v, bool):
+        return lit
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return lit
+        v = decimal.Decimal(v)  # the float's exact value
+    elif isinstance(v, int):
+        v = decimal.Decimal(v)
+    elif not (isinstance(v, decimal.Decimal) and v.is_finite()):
+        return lit
+    v = max(-bound, min(bound, v))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80  # exact for every value left after clamping
+        whole = (v / unit).to_integral_value(rounding=decimal.ROUND_FLOOR) * unit
+        exact = whole if whole == v else whole + unit / 2
+    try:
+        render_literal(exact)
+    except ValueError:  # beyond 38 digits (a decimal(38, 0) column): Lance's own error stands
+        return lit
+    return Literal(exact)
+
+
 def bind(expr: Expr, schema: Schema) -> Expr:
     """Check column names and convert literals to their column types where exact.
 
@@ -90,16 +134,22 @@ def bind(expr: Expr, schema: Schema) -> Expr:
 
     def go(e: Expr) -> Expr:
         if isinstance(e, Compare):
-            ok, v = cast_literal(e.literal.value, schema.field(e.ref.name).type, e.ref.name)
-            bound = Compare(e.op, e.ref, Literal(v))
-            return bound if ok else Opaque(to_sql(bound), (e.ref.name,))
+            t = schema.field(e.ref.name).type
+            ok, v = cast_literal(e.literal.value, t, e.ref.name)
+            if ok:
+                return Compare(e.op, e.ref, Literal(v))
+            return Opaque(to_sql(Compare(e.op, e.ref, _exact_for(Literal(v), t))), (e.ref.name,))
         if isinstance(e, In):
             t = schema.field(e.ref.name).type
             vals = [cast_literal(lit.value, t, e.ref.name) for lit in e.values]
-            bound_in = In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
-            return (
-                bound_in if all(ok for ok, _ in vals) else Opaque(to_sql(bound_in), (e.ref.name,))
+            if all(ok for ok, _ in vals):
+                return In(e.ref, tuple(Literal(v) for _, v in vals), e.negated)
+            exact = In(
+                e.ref,
+                tuple(Literal(v) if ok else _exact_for(Literal(v), t) for ok, v in vals),
+                e.negated,
             )
+            return Opaque(to_sql(exact), (e.ref.name,))
         if isinstance(e, And):
             return And(go(e.left), go(e.right))
         if isinstance(e, Or):
