@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
+from lance_partitioned.operations.input import check_lossless
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
 
@@ -63,11 +64,20 @@ def _cast(name: str, col: pa.Array, target: pa.DataType, where: str) -> pa.Array
     if col.type.equals(target):
         return col
     try:
-        return pc.cast(col, target, safe=True)
+        out = pc.cast(col, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaError(
             f"column {name!r}: cannot cast {col.type} to {target} {where}: {exc}"
         ) from exc
+    # a leaf older than a widening (float32 → float64) would silently round
+    check_lossless(
+        name,
+        col,
+        out,
+        f"{where}, whose leaf still stores {target} from before the column was widened, "
+        "so only values that type holds exactly can be written to it",
+    )
+    return out
 
 
 class ReadMapping:
