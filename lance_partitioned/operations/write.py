@@ -288,6 +288,9 @@ class PartitionWriter:
             table,
             self.snapshot.leaf_uri(lw.location),
             schema=table.schema,
+            # "append" into a leaf that does not exist yet makes Lance log a WARN line
+            # per new partition; "create" writes the same files and field ids quietly
+            mode="create" if lw.is_new else "append",
             max_rows_per_file=self.max_rows_per_file,
             storage_options=self.snapshot.manifest.storage_options,
         )
