@@ -428,10 +428,18 @@ class PartitionedNamespace:
         }
 
     def describe(self) -> str:
-        """Schema, every spec version, and partitions with values and row counts."""
+        """Schema, every spec version, and partitions with values and row counts.
+
+        Partitions are listed by spec version, then by their partition values in
+        the spec's field order, compared as values (month 2 before month 10; dates
+        by date), NULL last. Each shows only its own spec's fields, its row count
+        and the leaf version it is read at; a total row count follows the header.
+        """
         snap = self._snapshot
         lines = [
-            f"Partitioned namespace {self.root} (__manifest version {snap.version})",
+            f"Partitioned namespace {self.root}",
+            f"namespace version {snap.version} (the __manifest table's Lance version; "
+            f"lp.open(root, version={snap.version}) reads this state)",
             "Schema:",
         ]
         for f in snap.schema.arrow:
@@ -441,13 +449,41 @@ class PartitionedNamespace:
         for sid in sorted(snap.specs):
             mark = " (current)" if sid == max(snap.specs) else ""
             lines.append(f"  v{sid}{mark}: {snap.specs[sid].describe(snap.schema)}")
-        parts = self.partitions()
-        lines.append(f"Partitions: {parts.num_rows}")
-        for row in parts.to_pylist():
-            vals = ", ".join(f"{k}={v}" for k, v in (row.get("partition") or {}).items())
-            lines.append(
-                f"  v{row['spec_id']} {vals or '(unpartitioned)'}: {row['rows']} rows @ version {row['read_version']}"
+
+        def order(leaf):  # a catalog.snapshot.Leaf
+            # NULL last, other values in their own order (all values of one field
+            # share the field's result_type, so they compare)
+            return (
+                leaf.spec_id,
+                tuple((True, 0) if v is None else (False, v) for v in leaf.values),
             )
+
+        def pinned(leaf) -> str:
+            if leaf.read_tag is not None:
+                return f"leaf tag {leaf.read_tag!r}"
+            if leaf.read_branch is not None:
+                at = "latest" if leaf.read_version is None else f"version {leaf.read_version}"
+                return f"leaf branch {leaf.read_branch!r} {at}"
+            return f"leaf version {leaf.read_version}"
+
+        body, total = [], 0
+        for leaf in sorted(snap.leaves(), key=order):
+            spec = snap.specs[leaf.spec_id]
+            rows = snap.open_leaf(leaf).count_rows()
+            total += rows
+            vals = ", ".join(
+                f"{f.field_id}={'NULL' if v is None else format_partition_value(v)}"
+                for f, v in zip(spec.fields, leaf.values, strict=True)
+            )
+            body.append(
+                f"  v{leaf.spec_id} {vals or '(unpartitioned)'}: "
+                f"{rows:,} row{'' if rows == 1 else 's'}, {pinned(leaf)}"
+            )
+        lines.append(
+            f"Partitions: {len(body):,}, {total:,} rows in all "
+            "(leaf version: the Lance version of the partition's table that this namespace version reads)"
+        )
+        lines.extend(body)
         return "\n".join(lines)
 
     # -- transactions, time travel, maintenance (docs/TRANSACTIONS.md) ---------

@@ -18,6 +18,24 @@ from lance_partitioned.operations.write import (
 )
 
 
+def _JSON_YEAR(field_id: str) -> dict:
+    return {
+        "field_id": field_id,
+        "source_ids": [1],
+        "transform": {"type": "year"},
+        "result_type": {"type": "int32"},
+    }
+
+
+def _JSON_BUCKET(n: int) -> dict:
+    return {
+        "field_id": "b",
+        "source_ids": [0],
+        "transform": {"type": "bucket", "num_buckets": n},
+        "result_type": {"type": "int32"},
+    }
+
+
 def files_under(root: str) -> set[str]:
     out = set()
     for d, _, names in os.walk(root):
@@ -142,16 +160,56 @@ def test_pinned_handle_refuses_writes(ns):
     [
         ('{"id": 1, "fields": [', "not valid JSON"),
         ("zorder(id)", "unknown transform 'zorder'"),
-        ("bucket(0, id)", "num_buckets must be a positive integer"),
+        ("bucket(0, id)", r"num_buckets must be an integer in \[1, 2147483647\], got 0"),
         ("year(nope)", "no column named 'nope'"),
         ("hour(event_date)", "hour needs a timestamp"),
+        # accepted once, after which every write failed
+        (
+            "bucket(99999999999999999999, id)",
+            r"num_buckets must be an integer in \[1, 2147483647\]",
+        ),
+        ("bucket(2147483648, id)", "num_buckets must be an integer in"),
+        ("truncate(99999999999999999999, country)", "truncate width must be an integer in"),
+        ("truncate(2147483648, id)", "truncate width must be an integer in"),
+        # one definition twice breaks seed 000's field_id reuse rule
+        ("id, id", r"repeats id \(fields 'id' and 'id_2'"),
+        ("year(event_date), year(event_date)", r"repeats year\(event_date\)"),
+        ("country, bucket(4, id), country AS c2", "fields 'country' and 'c2'"),
+        (
+            {"id": 1, "fields": [_JSON_YEAR("a"), _JSON_YEAR("b")]},
+            "fields 'a' and 'b' have the same sources and transform",
+        ),
+        (
+            {"id": 1, "fields": [_JSON_BUCKET(99999999999999999999)]},
+            "num_buckets must be an integer in",
+        ),
+        ({"id": 1, "fields": [_JSON_BUCKET(-3)]}, "num_buckets must be an integer in"),
+        # a new namespace starts at spec v1
+        ({"id": 3, "fields": [_JSON_YEAR("a")]}, "must have id 1, got 3"),
     ],
 )
 def test_bad_spec_creates_nothing(tmp_path, spec, match):
     root = str(tmp_path / "never")
     with pytest.raises(lp.SpecError, match=match):
         lp.create(root, EVENTS_SCHEMA, spec)
-    assert not os.path.exists(os.path.join(root, "__manifest"))
+    assert not os.path.exists(root)
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("bucket(99999999999999999999, id)", "num_buckets must be an integer in"),
+        ("truncate(99999999999999999999, country)", "truncate width must be an integer in"),
+        ("id, id", "repeats id"),
+        ("year(event_date), country, year(event_date)", r"repeats year\(event_date\)"),
+        # the first term reuses v1's field, the second would be a copy of it
+        ("year(event_date), year(event_date) AS y2", "fields 'event_date_year' and 'y2'"),
+        ({"id": 2, "fields": [_JSON_YEAR("a"), _JSON_YEAR("b")]}, "fields 'a' and 'b'"),
+    ],
+)
+def test_bad_evolved_spec_changes_nothing(ns, spec, match):
+    unchanged(ns, lambda: ns.evolve_spec(spec), lp.SpecError, match)
+    assert lp.open(ns.root).specs.keys() == {1}
 
 
 def test_special_characters_in_values_are_fine(ns):

@@ -174,13 +174,13 @@ def _field(**kw):
         (_field(source_ids=[99]), "source id 99 is not a field id"),
         (
             _field(transform={"type": "bucket", "num_buckets": 0}, result_type={"type": "int32"}),
-            "num_buckets must be a positive integer",
+            "num_buckets must be an integer in",
         ),
         (
             _field(transform={"type": "bucket", "num_buckets": -3}, result_type={"type": "int32"}),
-            "num_buckets must be a positive integer",
+            "num_buckets must be an integer in",
         ),
-        (_field(transform={"type": "truncate", "width": 0}), "width must be a positive integer"),
+        (_field(transform={"type": "truncate", "width": 0}), "width must be an integer in"),
         (
             _field(transform={"type": "year"}, source_ids=[1], result_type={"type": "utf8"}),
             "result_type string does not fit year",

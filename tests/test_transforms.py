@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -107,6 +108,24 @@ def test_bucket_result_range_and_nulls():
     assert out.type == pa.int32()
     assert out.null_count == 1
     assert all(0 <= v < 13 for v in out.to_pylist() if v is not None)
+
+
+@pytest.mark.parametrize(
+    "typ", [pa.int8(), pa.int16(), pa.uint8(), pa.int32(), pa.uint16()], ids=str
+)
+@pytest.mark.parametrize("width", [3, 100, 1000, 70000, 2**31 - 1])
+def test_truncate_wider_than_the_source_type_follows_datafusion(typ, width):
+    # The oracle is seed 000's expression run by DataFusion (which evaluates it in
+    # int64), cast back to the source type as the field's result_type says.
+    import datafusion
+
+    info = np.iinfo(typ.to_pandas_dtype())
+    candidates = [info.min, info.min + 1, -100, -1, 0, 1, 99, int(info.max)]
+    col = pa.array([int(v) for v in candidates if v >= info.min] + [None], typ)
+    ctx = datafusion.SessionContext()
+    ctx.register_record_batches("t", [[pa.record_batch({"col0": col})]])
+    expected = ctx.sql(f"SELECT col0 - (col0 % {width}) AS r FROM t").to_arrow_table()["r"]
+    assert Truncate(width).apply([col]).to_pylist() == expected.cast(typ).to_pylist()
 
 
 def test_partition_field_casts_to_result_type_and_reads_missing_sources_as_null():

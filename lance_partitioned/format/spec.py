@@ -432,16 +432,42 @@ def parse_spec(
     elif isinstance(spec, dict) or isinstance(spec, str) and spec.lstrip().startswith("{"):
         out = PartitionSpec.from_json(spec)
     elif isinstance(spec, str):
-        out = PartitionSpec(spec_id, tuple(_fields_from_text(spec, schema, existing)))
+        out = PartitionSpec(spec_id, tuple(_fields_from_text(spec, schema, existing, spec_id)))
     else:
         out = PartitionSpec(spec_id, tuple(spec))
+    if out.spec_id != spec_id:
+        raise SpecError(f"this partition spec must have id {spec_id}, got {out.spec_id}")
     out.validate(schema)
+    check_distinct_definitions(out, schema)
     check_field_ids([*existing, out])
     return out
 
 
+def check_distinct_definitions(spec: PartitionSpec, schema: Schema | None = None) -> None:
+    """Refuse two fields of one spec with the same sources and transform/expression.
+
+    Seed 000 reuses a field_id for "the same source_ids and transform"; with two
+    such fields in one spec that rule has two answers, and the second field only
+    repeats the first one's partition value.
+    """
+    for i, f in enumerate(spec.fields):
+        for g in spec.fields[:i]:
+            if f.same_definition(g):
+                raise _repeated(spec.spec_id, g, f, schema)
+
+
+def _repeated(
+    spec_id: int, first: PartitionField, second: PartitionField, schema: Schema | None
+) -> SpecError:
+    return SpecError(
+        f"partition spec v{spec_id} repeats {first.describe(schema).split(' AS ')[0]} "
+        f"(fields {first.field_id!r} and {second.field_id!r} have the same sources and "
+        "transform); list each partition field once"
+    )
+
+
 def _fields_from_text(
-    text: str, schema: Schema, existing: list[PartitionSpec]
+    text: str, schema: Schema, existing: list[PartitionSpec], spec_id: int
 ) -> list[PartitionField]:
     if not text.strip():
         return []
@@ -465,6 +491,9 @@ def _fields_from_text(
             None,
         )
         if same is not None and (alias is None or alias == same.field_id):
+            twice = next((f for f in fields if f.same_definition(same)), None)
+            if twice is not None:
+                raise _repeated(spec_id, twice, same, schema)
             fields.append(same)
             continue
         fid = alias

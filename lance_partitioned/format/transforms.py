@@ -147,9 +147,15 @@ class Hour(TimeTransform):
     type: ClassVar[str] = "hour"
 
 
+# num_buckets and width are JSON ints that other implementations read as 32-bit
+# (Iceberg's are Java ints; bucket values are int32 by definition), so a larger
+# parameter is refused when the spec is made, not at the first write.
+_MAX_PARAM = 2**31 - 1
+
+
 def _check_positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX_PARAM:
+        raise SpecError(f"{name} must be an integer in [1, {_MAX_PARAM}], got {value!r}")
 
 
 def _check_hashable(t: pa.DataType, what: str) -> None:
@@ -272,8 +278,12 @@ def _truncate_numeric(arr: pa.Array, w: int) -> pa.Array:
     if pa.types.is_floating(t):
         out = vals - np.fmod(vals, w)
     else:
-        wt = np.array(w).astype(vals.dtype)
-        out = vals - np.fmod(vals, wt)
+        # In the source's own dtype a width wider than it wraps (int8 and 1000 gives
+        # -24); DataFusion evaluates the expression in int64, so do the same. The
+        # result lies between 0 and v, so it fits the source type again.
+        wide = np.uint64 if pa.types.is_unsigned_integer(t) else np.int64
+        v64 = vals.astype(wide)
+        out = (v64 - np.fmod(v64, wide(w))).astype(vals.dtype)
     return pa.array(out, type=t, mask=mask)
 
 

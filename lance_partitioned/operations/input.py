@@ -89,17 +89,156 @@ def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
         raise SchemaError(
             f"column {name!r}: cannot write {col.type} into the namespace type {target}"
         )
+    check_zones(name, col.type, target)
     try:
-        return pc.cast(col, target, safe=True)
+        out = pc.cast(col, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SchemaError(f"column {name!r}: cannot cast {col.type} to {target}: {exc}") from exc
+    check_lossless(name, col, out)
+    return out
+
+
+# -- casts that Arrow's safe cast lets lose data ----------------------------------
+#
+# pyarrow's ``safe=True`` refuses integer overflow, sub-unit timestamps/times,
+# decimal rescaling and precision overflow, but silently truncates a timestamp to
+# its date, rounds float64 to float32 (or to inf), rounds floats to a decimal's
+# scale and decimals to a float, and reads a naive timestamp as UTC. A write that
+# would store a different value than the one given is refused instead, as
+# pyiceberg and delta-rs refuse such writes. The checks are per value (a
+# timestamp at midnight is a date), except for the time zone rule below.
+
+_UTC_NAMES = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu",
+     "GMT", "Etc/GMT", "Z", "+00:00", "-00:00", "+0000", "-0000"}
+)  # fmt: skip
+
+
+def _is_utc(tz: str) -> bool:
+    return tz in _UTC_NAMES
+
+
+def _children(t: pa.DataType) -> list[tuple[str, pa.DataType]]:
+    if pa.types.is_struct(t):
+        return [(f".{f.name}", f.type) for f in t]
+    if pa.types.is_map(t):
+        return [("{key}", t.key_type), ("{value}", t.item_type)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [("[]", t.value_type)]
+    return []
+
+
+def check_zones(name: str, src: pa.DataType, dst: pa.DataType) -> None:
+    """Refuse casts between a naive timestamp and one zoned other than UTC, at any depth.
+
+    Arrow reads a naive value as UTC and writes a zoned one as its UTC wall clock,
+    so the wall-clock reading changes unless the zone is UTC: ambiguous, never
+    guessed. A zoned timestamp has no single date either, except in UTC.
+    """
+    if pa.types.is_dictionary(src):
+        src = src.value_type
+    if pa.types.is_timestamp(src) and (pa.types.is_timestamp(dst) or pa.types.is_date(dst)):
+        zoned = [t.tz for t in (src, dst) if pa.types.is_timestamp(t) and t.tz is not None]
+        naive = len(zoned) == 1 or not pa.types.is_timestamp(dst)
+        bad = [tz for tz in zoned if not _is_utc(tz)]
+        if naive and bad:
+            if pa.types.is_date(dst):
+                why = f"a timestamp in zone {bad[0]} has no single date (its UTC or its local one?)"
+            elif src.tz is not None:
+                why = f"a timestamp in zone {bad[0]} has no single naive value (UTC or local wall clock?)"
+            else:
+                why = f"a naive timestamp is no single instant in zone {bad[0]} (Arrow would read it as UTC)"
+            raise SchemaError(
+                f"column {name!r}: cannot write {src} into {dst}: {why}; convert it explicitly "
+                "first (e.g. with pyarrow.compute.local_timestamp or assume_timezone)"
+            )
+        return
+    src_children, dst_children = _children(src), _children(dst)
+    if len(src_children) == len(dst_children):
+        for (path, s), (_, d) in zip(src_children, dst_children, strict=True):
+            check_zones(name + path, s, d)
+
+
+def _value_lossy_pair(s: pa.DataType, d: pa.DataType) -> bool:
+    """Casts Arrow's safe mode performs although they can change the value."""
+    if pa.types.is_timestamp(s) and pa.types.is_date(d):
+        return True
+    if pa.types.is_floating(s):
+        return pa.types.is_decimal(d) or (pa.types.is_floating(d) and d.bit_width < s.bit_width)
+    return pa.types.is_decimal(s) and pa.types.is_floating(d)
+
+
+def _leaves(name: str, src: pa.Array, out: pa.Array) -> Iterator[tuple[str, pa.Array, pa.Array]]:
+    """Aligned (path, source values, cast values) pairs down to the lossy leaf casts."""
+    if pa.types.is_dictionary(src.type):
+        src = src.dictionary_decode()
+    if _value_lossy_pair(src.type, out.type):
+        yield name, src, out
+        return
+    pairs = zip(_children(src.type), _children(out.type), strict=False)
+    if not any(_needs_value_check(s, d) for (_, s), (_, d) in pairs):
+        return
+    if pa.types.is_struct(src.type):
+        names = [f".{f.name}" for f in src.type]
+        kids = zip(names, src.flatten(), out.flatten(), strict=True)
+    else:
+        if pa.types.is_map(src.type):  # a map is a list of key/value structs
+            src = src.view(pa.list_(pa.struct([src.type.key_field, src.type.item_field])))
+            out = out.view(pa.list_(pa.struct([out.type.key_field, out.type.item_field])))
+            kids = zip(
+                ("{key}", "{value}"), src.flatten().flatten(), out.flatten().flatten(), strict=True
+            )
+        else:
+            kids = iter([("[]", src.flatten(), out.flatten())])
+    for path, s, o in kids:
+        yield from _leaves(name + path, s, o)
+
+
+def _needs_value_check(s: pa.DataType, d: pa.DataType) -> bool:
+    if pa.types.is_dictionary(s):
+        s = s.value_type
+    if _value_lossy_pair(s, d):
+        return True
+    return any(
+        _needs_value_check(cs, cd)
+        for (_, cs), (_, cd) in zip(_children(s), _children(d), strict=False)
+    )
+
+
+def check_lossless(
+    name: str, src: pa.Array, out: pa.Array, hint: str = "convert it explicitly first"
+) -> None:
+    """Refuse when ``out`` (``src`` cast by Arrow's safe cast) holds a different value.
+
+    A value is kept when casting it back gives the original (NaN counts as kept),
+    e.g. 2024-03-01T00:00 → 2024-03-01, 0.5 → float32, 0.1 → decimal(10, 2).
+    """
+    if not _needs_value_check(src.type, out.type):
+        return
+    for path, s, o in _leaves(name, src, out):
+        try:
+            back = pc.cast(o, s.type, safe=False)
+            same = pc.equal(back, s)
+            if pa.types.is_floating(s.type):
+                same = pc.or_kleene(same, pc.and_(pc.is_nan(back), pc.is_nan(s)))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            same = pa.array([False] * len(s))
+        changed = pc.invert(same.fill_null(True))
+        if pc.any(changed).as_py():
+            i = pc.index(changed, True).as_py()
+            raise SchemaError(
+                f"column {path!r}: storing {s.type} as {o.type} would change the value "
+                f"{s[i].as_py()!r} to {o[i].as_py()!r}; {hint}"
+            )
 
 
 class InputConformer:
     """Checks each batch against the namespace schema and casts it to exactly that schema.
 
     Missing nullable columns become NULL; missing non-null columns, extra columns,
-    impossible casts and NULLs in non-null columns raise SchemaError naming the column.
+    impossible or lossy casts (a value that would be stored differently, see
+    ``check_lossless`` and ``check_zones``) and NULLs in non-null columns raise
+    SchemaError naming the column.
     """
 
     def __init__(self, schema: Schema):

@@ -45,6 +45,7 @@ from lance_partitioned.operations.field_ids import (
     namespace_field_ids,
     natural_field_ids,
 )
+from lance_partitioned.operations.input import check_lossless
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
 
@@ -253,11 +254,20 @@ def _cast(name: str, col: pa.Array, target: pa.DataType, where: str) -> pa.Array
     if col.type.equals(target):
         return col
     try:
-        return pc.cast(col, target, safe=True)
+        out = pc.cast(col, target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaError(
             f"column {name!r}: cannot cast {col.type} to {target} {where}: {exc}"
         ) from exc
+    # a leaf older than a widening (float32 → float64) would silently round
+    check_lossless(
+        name,
+        col,
+        out,
+        f"{where}, whose leaf still stores {target} from before the column was widened, "
+        "so only values that type holds exactly can be written to it",
+    )
+    return out
 
 
 class ReadMapping:

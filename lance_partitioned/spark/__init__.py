@@ -35,6 +35,8 @@ from lance_partitioned.spark.planning import (
     plan_read,
     read_task,
 )
+from lance_partitioned.spark.refresh import install as install_refresh_hook
+from lance_partitioned.spark.refresh import refresh
 from lance_partitioned.spark.session import local_session, stop_session
 from lance_partitioned.spark.types import (
     UnsupportedTypeError,
@@ -50,8 +52,20 @@ OVERWRITE_MODE_CONF = "spark.sql.sources.partitionOverwriteMode"
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``lance_partitioned`` source and turn on Python filter pushdown."""
+    """Register the ``lance_partitioned`` source and turn on Python filter pushdown.
+
+    Also makes this session's temporary views see the writes made through Spark
+    (``lance_partitioned.spark.refresh``).
+    """
     spark.dataSource.register(LancePartitionedDataSource)
+    try:
+        install_refresh_hook(spark)
+    except Exception as exc:  # e.g. no writable temp dir: reads and writes still work
+        log.warning(
+            "could not install the view refresh hook (%s): after a write, re-create "
+            "temporary views or call lance_partitioned.spark.refresh(spark)",
+            exc,
+        )
     try:
         spark.conf.set(PUSHDOWN_CONF, "true")
     except Exception as exc:  # e.g. a locked-down session; reads still work, unpruned
@@ -181,6 +195,7 @@ __all__ = [
     "read_arrow",
     "read_scan_log",
     "register",
+    "refresh",
     "spark_to_arrow",
     "stop_session",
     "write",

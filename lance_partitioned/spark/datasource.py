@@ -23,9 +23,11 @@ pruning by Spark's filters for relations queried with a single filter set (a fre
 ``load()`` or ``CREATE OR REPLACE TEMPORARY VIEW`` per query); the ``filter``
 option prunes safely because it belongs to the relation, not to the query.
 
-Because the plan is cached per relation, a DataFrame or view may also keep
-reading the snapshot of its last planning after new writes (queries with pushable
-filters re-plan, others may not): re-create it to read the latest version.
+Because the plan is cached per relation, a relation would also keep reading the
+snapshot of its last planning after new writes (queries with pushable filters
+re-plan, others do not). For temporary views, ``spark.refresh`` drops the cached
+plan whenever a write through Spark commits, so a query after ``INSERT INTO v``
+sees the insert; a DataFrame from ``load()`` keeps its snapshot: re-create it.
 """
 
 from __future__ import annotations

@@ -13,9 +13,12 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 DEFAULT_CONF: dict[str, str] = {
     # Without it Spark never calls pushFilters (PySpark 4.3).
@@ -37,17 +40,30 @@ def local_session(
     conf: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
 ) -> SparkSession:
-    """A Spark session with filter pushdown on, workers on this interpreter, the source registered."""
+    """A Spark session with filter pushdown on, workers on this interpreter, the source registered.
+
+    It starts quietly: the driver JVM gets ``log4j2.properties`` beside this module
+    (errors only) unless ``conf`` sets ``spark.driver.extraJavaOptions``. The JVM's
+    own "Using incubator modules" line, caused by Spark's launcher, remains.
+    """
     from lance_partitioned.spark import register
 
     # Workers must run this interpreter: it is the one with lance_partitioned installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("LANCE_LOG", "error")
+    if master.startswith("local"):
+        # everything runs in this JVM: bind to loopback rather than warn that the
+        # host name resolves to it
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = dict(DEFAULT_CONF)
     settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
+    if "spark.driver.extraJavaOptions" not in settings:
+        # read by the launcher before the driver JVM starts (client mode), so the
+        # start-up banner and WARN lines are never printed
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={_LOG4J2.as_uri()}"
     for key, value in settings.items():
         builder = builder.config(key, value)
     with warnings.catch_warnings():

@@ -53,6 +53,7 @@ from lance_partitioned.operations.write import (
     new_job_secret,
 )
 from lance_partitioned.spark.options import SourceOptions
+from lance_partitioned.spark.refresh import notify_drivers
 from lance_partitioned.spark.types import spark_to_arrow
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,8 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             return
         snapshot = commit_write(self._manifest(), self._snapshot(), written, self.mode)
         # Nothing below may raise: Spark would call abort() on a published write.
+        # Views cache their read plan; make the next query over them plan again.
+        notify_drivers()
         try:
             log.info(
                 "lance_partitioned: %s of %d rows into %d partitions of %s published as __manifest version %d",
