@@ -16,7 +16,7 @@ import lance_partitioned as lp
 from lance_partitioned.format import hashing
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import parse_spec
-from lance_partitioned.operations import join_plan as jp
+from lance_partitioned.operations import join as jp
 
 SPARK_HOW = {
     "inner": "inner",

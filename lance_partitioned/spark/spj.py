@@ -7,7 +7,7 @@
 
 A PySpark Python data source cannot report its partitioning (DESIGN §4), so
 Spark alone always shuffles both sides of a join. Here the planning of
-``operations.join_plan`` runs on the driver, and the groups become the input
+``operations.join`` runs on the driver, and the groups become the input
 partitions of ``spark.range(0, n, 1, n).mapInArrow(...)``: task ``i`` reads the
 leaves of group ``i`` at their pinned versions and hash-joins them locally.
 Range and MapInArrow have no ``Exchange``, so the SPJ part writes no shuffle
@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_partitioned.catalog.snapshot import Leaf
-from lance_partitioned.operations.join_plan import (
+from lance_partitioned.operations.join import (
     DEFAULT_MAX_GROUP_ROWS,
     FallbackPart,
     JoinPlan,
