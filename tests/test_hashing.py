@@ -18,17 +18,14 @@ import mmh3
 import numpy as np
 import pyarrow as pa
 import pytest
+from hashing_reference import bucket_scalar, canonical_bytes, murmur3_32_bytes, murmur3_scalar
 
 from lance_partitioned.format.hashing import (
     bucket,
     bucket_of_hashes,
-    bucket_scalar,
-    canonical_bytes,
     multi_bucket,
     murmur3,
-    murmur3_32_bytes,
     murmur3_multi,
-    murmur3_scalar,
 )
 
 D = decimal.Decimal

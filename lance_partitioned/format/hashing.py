@@ -29,16 +29,14 @@ bytes of the non-NULL inputs of a row (NULL only if all inputs are NULL).
 ``bucket`` is ``abs(h) % N`` evaluated in int64 (so -2**31 is handled).
 
 Integer arithmetic that does not fit int64 (e.g. seconds -> microseconds for
-timestamps beyond +-292,000 years) wraps modulo 2**64, identically in the scalar
-and the vectorised paths.
+timestamps beyond +-292,000 years) wraps modulo 2**64, identically in these
+vectorised kernels and in the pure-Python scalar reference encoder they are
+tested against (``tests/hashing_reference.py``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import decimal
-import struct
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,13 +47,10 @@ import pyarrow as pa
 __all__ = [
     "bucket",
     "bucket_of_hashes",
-    "bucket_scalar",
-    "canonical_bytes",
+    "hash_type",
     "multi_bucket",
     "murmur3",
-    "murmur3_32_bytes",
     "murmur3_multi",
-    "murmur3_scalar",
 ]
 
 _C1 = 0xCC9E2D51
@@ -89,118 +84,8 @@ _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
 
 
 # --------------------------------------------------------------------------------------
-# Scalar reference implementation
+# Which Arrow types hash
 # --------------------------------------------------------------------------------------
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def murmur3_32_bytes(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3_x86_32 of ``data`` in pure Python, returned as a signed int32.
-
-    The reference implementation; the vectorised kernels are tested against it."""
-    data = bytes(data)
-    n = len(data)
-    h = seed & _M32
-    nblocks = n // 4
-    for (k,) in struct.iter_unpack("<I", data[: nblocks * 4]):
-        k = (k * _C1) & _M32
-        k = _rotl32(k, 15)
-        k = (k * _C2) & _M32
-        h ^= k
-        h = _rotl32(h, 13)
-        h = (h * 5 + _C3) & _M32
-    tail = data[nblocks * 4 :]
-    if tail:
-        k = int.from_bytes(tail, "little")
-        k = (k * _C1) & _M32
-        k = _rotl32(k, 15)
-        k = (k * _C2) & _M32
-        h ^= k
-    h ^= n & _M32
-    h ^= h >> 16
-    h = (h * _F1) & _M32
-    h ^= h >> 13
-    h = (h * _F2) & _M32
-    h ^= h >> 16
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-# --------------------------------------------------------------------------------------
-# Scalar canonical encoding
-# --------------------------------------------------------------------------------------
-
-
-def _int64_bytes(v: int) -> bytes:
-    return (v & _M64).to_bytes(8, "little")
-
-
-def _float_bytes(v: float) -> bytes:
-    v = float(v)
-    if v != v:
-        return _CANONICAL_NAN_BITS.to_bytes(8, "little")
-    if v == 0.0:
-        v = 0.0
-    return struct.pack("<d", v)
-
-
-def _minimal_twos_complement(v: int) -> bytes:
-    """Minimal big-endian two's complement bytes, like Java BigInteger.toByteArray()."""
-    length = v.bit_length() // 8 + 1 if v >= 0 else (~v).bit_length() // 8 + 1
-    return v.to_bytes(length, "big", signed=True)
-
-
-def _decimal_unscaled(value: object, scale: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError("a bool is not a decimal value")
-    if isinstance(value, int):
-        value = decimal.Decimal(value)
-    if not isinstance(value, decimal.Decimal):
-        raise TypeError(f"expected decimal.Decimal or int for a decimal type, got {value!r}")
-    if not value.is_finite():
-        raise ValueError(f"cannot hash non-finite decimal {value!r}")
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    mantissa = int("".join(map(str, digits))) if digits else 0
-    shift = exponent + scale
-    if shift >= 0:
-        unscaled = mantissa * 10**shift
-    else:
-        unscaled, rest = divmod(mantissa, 10**-shift)
-        if rest:
-            raise ValueError(f"{value} is not representable with scale {scale}")
-    return -unscaled if sign else unscaled
-
-
-def _datetime_micros(value: _dt.datetime) -> int:
-    days = value.toordinal() - _EPOCH_ORDINAL
-    micros = (
-        days * 86_400 + value.hour * 3600 + value.minute * 60 + value.second
-    ) * 1_000_000 + value.microsecond
-    offset = value.utcoffset()
-    if offset is not None:
-        micros -= (offset.days * 86_400 + offset.seconds) * 1_000_000 + offset.microseconds
-    return micros
-
-
-def _unit_to_micros(v: int, unit: str) -> int:
-    if unit == "s":
-        return v * 1_000_000
-    if unit == "ms":
-        return v * 1_000
-    if unit == "us":
-        return v
-    if unit == "ns":
-        return v // 1_000
-    raise ValueError(f"unknown time unit {unit!r}")
-
-
-def _require_int(value: object, what: str) -> int:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
-    raise TypeError(f"expected {what}, got {value!r}")
 
 
 def _is_bytes_like(t: pa.DataType) -> bool:
@@ -215,7 +100,7 @@ def _is_bytes_like(t: pa.DataType) -> bool:
     )
 
 
-def _hash_type(t: pa.DataType) -> pa.DataType:
+def hash_type(t: pa.DataType) -> pa.DataType:
     """The type whose canonical encoding applies (extension -> storage, dictionary ->
     value type); TypeError if hashing is not defined for it."""
     while True:
@@ -238,94 +123,6 @@ def _hash_type(t: pa.DataType) -> pa.DataType:
     ):
         return t
     raise TypeError(f"hashing is not defined for Arrow type {t}")
-
-
-def canonical_bytes(value: object, arrow_type: pa.DataType) -> bytes | None:
-    """The canonical bytes hashed for one Python ``value`` of ``arrow_type`` (None for NULL).
-
-    Raises TypeError if hashing is not defined for ``arrow_type``, even for None.
-    Temporal types also accept an int in the type's storage unit (days for date32,
-    ms for date64, the type's unit for timestamp/time)."""
-    t = _hash_type(arrow_type)
-    if value is None:
-        return None
-    if isinstance(value, pa.Scalar):
-        if not value.is_valid:
-            return None
-        st = value.type
-        if (pa.types.is_timestamp(st) and pa.types.is_timestamp(t)) or (
-            pa.types.is_time(st) and pa.types.is_time(t)
-        ):
-            # Through the integer value, so ns precision never needs a Python object.
-            return _int64_bytes(_unit_to_micros(value.value, st.unit))
-        if pa.types.is_date(st) and pa.types.is_date(t):
-            # Through the integer value: it may lie outside datetime.date's range.
-            days = value.value if pa.types.is_date32(st) else value.value // _MS_PER_DAY
-            return _int64_bytes(days)
-        return canonical_bytes(value.as_py(), t)
-    if pa.types.is_boolean(t):
-        if isinstance(value, (bool, np.bool_)):
-            return _int64_bytes(int(value))
-        v = _require_int(value, "bool or 0/1")
-        if v not in (0, 1):
-            raise ValueError(f"{v} is not a boolean")
-        return _int64_bytes(v)
-    if pa.types.is_integer(t):
-        if isinstance(value, (bool, np.bool_)):
-            value = int(value)
-        v = _require_int(value, "int")
-        if not -(1 << 63) <= v <= _M64:
-            raise OverflowError(f"{v} does not fit in 64 bits")
-        return _int64_bytes(v)
-    if pa.types.is_date(t):
-        if isinstance(value, _dt.datetime):
-            value = value.date()
-        if isinstance(value, _dt.date):
-            return _int64_bytes(value.toordinal() - _EPOCH_ORDINAL)
-        v = _require_int(value, "datetime.date or int")
-        return _int64_bytes(v if pa.types.is_date32(t) else v // _MS_PER_DAY)
-    if pa.types.is_timestamp(t):
-        if isinstance(value, _dt.datetime):
-            return _int64_bytes(_datetime_micros(value))
-        if isinstance(value, _dt.date):
-            value = _dt.datetime(value.year, value.month, value.day)
-            return _int64_bytes(_datetime_micros(value))
-        return _int64_bytes(_unit_to_micros(_require_int(value, "datetime or int"), t.unit))
-    if pa.types.is_time(t):
-        if isinstance(value, _dt.time):
-            micros = (
-                value.hour * 3600 + value.minute * 60 + value.second
-            ) * 1_000_000 + value.microsecond
-            return _int64_bytes(micros)
-        return _int64_bytes(_unit_to_micros(_require_int(value, "datetime.time or int"), t.unit))
-    if pa.types.is_floating(t):
-        if isinstance(value, (str, bytes)):
-            raise TypeError(f"expected a float, got {value!r}")
-        return _float_bytes(value)  # type: ignore[arg-type]
-    if pa.types.is_decimal(t):
-        return _minimal_twos_complement(_decimal_unscaled(value, t.scale))
-    if _is_bytes_like(t):
-        if isinstance(value, str):
-            return value.encode("utf-8")
-        if isinstance(value, uuid.UUID):
-            return value.bytes
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value)
-        raise TypeError(f"expected str or bytes, got {value!r}")
-    raise TypeError(f"a value of Arrow type {t} must be None, got {value!r}")
-
-
-def murmur3_scalar(value: object, arrow_type: pa.DataType) -> int | None:
-    """murmur3 (signed int32) of one Python value of ``arrow_type``; None for NULL."""
-    data = canonical_bytes(value, arrow_type)
-    return None if data is None else murmur3_32_bytes(data)
-
-
-def bucket_scalar(value: object, arrow_type: pa.DataType, num_buckets: int) -> int | None:
-    """Bucket (``abs(murmur3) % num_buckets``) of one Python value; None for NULL."""
-    _check_num_buckets(num_buckets)
-    h = murmur3_scalar(value, arrow_type)
-    return None if h is None else abs(h) % num_buckets
 
 
 # --------------------------------------------------------------------------------------
@@ -470,7 +267,7 @@ def _canonical(arr: pa.Array) -> _Rep:
         indices = arr.indices
         idx = _fixed_buffer(indices, indices.type.to_pandas_dtype())
         if len(arr.dictionary) == 0:  # then every index is NULL
-            _hash_type(t.value_type)
+            hash_type(t.value_type)
             return _AllNull(n)
         return _take_rep(_canonical(arr.dictionary), idx, _validity(indices), n)
     valid = _validity(arr)
@@ -531,7 +328,7 @@ def _canonical_any(array: pa.Array | pa.ChunkedArray) -> _Rep:
         raise TypeError(f"expected a pyarrow Array or ChunkedArray, got {type(array).__name__}")
     reps = [_canonical(c) for c in array.chunks]
     if not reps:
-        _hash_type(array.type)
+        hash_type(array.type)
         return _AllNull(0)
     if len(reps) == 1:
         return reps[0]
@@ -824,7 +621,7 @@ def murmur3(array: pa.Array | pa.ChunkedArray) -> pa.Int32Array:
     A ChunkedArray yields one combined array."""
     if isinstance(array, pa.ChunkedArray):
         if array.num_chunks == 0:
-            _hash_type(array.type)
+            hash_type(array.type)
             return pa.array([], type=pa.int32())
         if array.num_chunks == 1:
             return murmur3(array.chunk(0))
