@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) -m lance_partitioned.pipeline --scale-factor $(SF)
+	$(PY) -m demo.pipeline --scale-factor $(SF)
 
 test: setup
 	$(PY) -m ruff check .

@@ -51,8 +51,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+# the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned import tpch  # noqa: E402
+from demo import tpch  # noqa: E402
 from lance_partitioned.format import hashing  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -53,8 +53,11 @@ from typing import Any  # noqa: E402
 import lance  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
+# the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned import tpch  # noqa: E402
+from demo import tpch  # noqa: E402
 from lance_partitioned.operations import write as write_mod  # noqa: E402
 
 SPEC = "year(l_shipdate), month(l_shipdate)"

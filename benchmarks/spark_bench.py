@@ -42,8 +42,11 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 from pyspark.sql.types import StructType  # noqa: E402
 
+# the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned import pipeline, tpch  # noqa: E402
+from demo import pipeline, tpch  # noqa: E402
 from lance_partitioned import spark as lps  # noqa: E402
 from lance_partitioned.spark.types import BatchConformer, spark_arrow_schema  # noqa: E402
 

@@ -8,7 +8,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from lance_partitioned import tpch
+from demo import tpch
 
 TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
 

@@ -1,6 +1,6 @@
 """End-to-end demo: TPC-H → Spark → partitioned namespaces → TPC-H queries in Spark SQL.
 
-    python -m lance_partitioned.pipeline --scale-factor 0.1      (what `make demo` runs)
+    python -m demo.pipeline --scale-factor 0.1      (what `make demo` runs, from the repo root)
 
 Steps:
 1. generate TPC-H lineitem and orders as Parquet with ``tpchgen-cli`` (reused when present);
@@ -167,7 +167,7 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
     """Run every step; returns the summary (also printed)."""
     os.environ.setdefault("LANCE_LOG", "error")
     import lance_partitioned as lp
-    from lance_partitioned import tpch
+    from demo import tpch
     from lance_partitioned.spark import local_session
 
     steps = Steps(6)
@@ -346,7 +346,7 @@ def _print_summary(s: dict[str, Any], steps: Steps) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lance_partitioned.pipeline", description=__doc__.split("\n")[0]
+        prog="python -m demo.pipeline", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--scale-factor", type=float, default=0.1, help="TPC-H scale factor (default 0.1)"
