@@ -17,7 +17,8 @@ from lance_partitioned.catalog.manifest import (
     Manifest,
     manifest_schema,
 )
-from lance_partitioned.catalog.snapshot import MIRROR_PREFIX, Snapshot, format_partition_value
+from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
+from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec

@@ -10,11 +10,16 @@ it; a tag names a manifest version (a Lance tag on ``__manifest``), and
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import lance
 
 from lance_partitioned.catalog import sidecar
-from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.errors import PartitionedNamespaceError, VersionNotFoundError
+
+if TYPE_CHECKING:  # manifest imports this module to explain a missing version
+    from lance_partitioned.catalog.manifest import Manifest
 
 
 def _local_naive(ts: dt.datetime) -> dt.datetime:
@@ -192,10 +197,6 @@ def explain_failed_read(
         return VersionNotFoundError(f"this handle's snapshot was removed while in use: {gone}")
     if location is None or not isinstance(leaf_version, int):
         return None
-    import lance
-
-    from lance_partitioned.catalog.manifest import join_uri
-
     try:
         leaf = lance.dataset(join_uri(manifest.root, location), storage_options=storage_options)
         known = {v["version"] for v in leaf.versions()}

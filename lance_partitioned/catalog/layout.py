@@ -1,29 +1,65 @@
-"""Names in a partitioned namespace: object ids, partition namespace names, table directories.
+"""Names and locations in a partitioned namespace: object ids, partition namespace
+names, table directories, and URIs.
 
 - object ids join namespace levels with ``$`` (``v1$k7m2n9p4q8r5s3t6$dataset``);
-- partition namespace names are 16 characters of ``[a-z0-9]`` from an unbiased
-  secure random source (seed 000 "Partition Namespace Naming");
-- a leaf table lives in the directory ``<8 random lowercase hex>_<object_id>``,
-  and the manifest's ``location`` column holds that relative name.
+- partition namespace names are 16 characters of ``[a-z0-9]``, uniformly
+  distributed (seed 000 "Partition Namespace Naming");
+- a leaf table lives in the directory ``<8 lowercase hex>_<object_id>``, and the
+  manifest's ``location`` column holds that relative name;
+- a root is a local path, a ``file://`` URI or an object-store URI; ``local_path``
+  is the one test of which it is.
+
+Names are derived from a per-job secret (HMAC-SHA256), so every task of one
+write job names a new partition alike without coordinating, while two jobs
+never collide.
 """
 
 from __future__ import annotations
 
-import secrets
+import hashlib
+import hmac
+from collections.abc import Iterable
 
 SEPARATOR = "$"
 TABLE_NAME = "dataset"
 _BASE36 = "abcdefghijklmnopqrstuvwxyz0123456789"
+_NAME_LENGTH = 16
 
 
-def random_namespace_name() -> str:
-    """16 characters of [a-z0-9]; ``secrets.choice`` is unbiased."""
-    return "".join(secrets.choice(_BASE36) for _ in range(16))
+def _derived_stream(secret: bytes, label: str) -> Iterable[int]:
+    counter = 0
+    while True:
+        block = hmac.new(secret, f"{label}#{counter}".encode(), hashlib.sha256).digest()
+        yield from block
+        counter += 1
 
 
-def table_directory(object_id: str) -> str:
-    """``<8 random hex>_<object_id>``: the leaf's directory, relative to the root."""
-    return f"{secrets.token_hex(4)}_{object_id}"
+def derived_namespace_name(secret: bytes, label: str) -> str:
+    """16 base36 characters from HMAC-SHA256 bytes, by rejection sampling (unbiased)."""
+    out = []
+    for b in _derived_stream(secret, label):
+        if b < 252:  # 252 = 7 * 36: keep the distribution uniform
+            out.append(_BASE36[b % 36])
+            if len(out) == _NAME_LENGTH:
+                return "".join(out)
+    raise AssertionError("unreachable")
+
+
+def derived_hex(secret: bytes, label: str) -> str:
+    """8 lowercase hex characters: the prefix of a leaf's directory name."""
+    return hmac.new(secret, f"dir:{label}".encode(), hashlib.sha256).hexdigest()[:8]
+
+
+def join_uri(root: str, name: str) -> str:
+    """``root/name`` for local paths and object-store URIs alike."""
+    return root.rstrip("/") + "/" + name
+
+
+def local_path(uri: str) -> str | None:
+    """The file-system path of a local path or ``file://`` URI; None for an object store."""
+    if "://" in uri and not uri.startswith("file://"):
+        return None
+    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 def join_id(*parts: str) -> str:

@@ -22,6 +22,8 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.catalog.history import removed_version_error
+from lance_partitioned.catalog.layout import join_uri, local_path
 from lance_partitioned.errors import (
     CommitConflictError,
     NotAPartitionedNamespaceError,
@@ -60,11 +62,6 @@ READ_COLUMNS = [f.name for f in READ_FIELDS]
 # A table row's read columns are mirrored in its ``metadata`` JSON under these
 # keys (strings), so that a foreign writer that drops the columns loses nothing.
 READ_MIRROR_KEYS = {c: f"lp.{c}" for c in READ_COLUMNS}
-
-
-def join_uri(root: str, name: str) -> str:
-    """``root/name`` for local paths and object-store URIs alike."""
-    return root.rstrip("/") + "/" + name
 
 
 def _flags(meta: dict[str, str], key: str) -> int:
@@ -134,8 +131,6 @@ class Manifest:
         try:
             ds = self.dataset(version)
         except Exception as exc:
-            from lance_partitioned.catalog.history import removed_version_error
-
             gone = None if version is None else removed_version_error(self, version)
             if gone is not None:
                 raise gone from exc
@@ -207,26 +202,10 @@ class Manifest:
             ) from None
 
     def _local_exists(self) -> bool:
-        if "://" in self.uri and not self.uri.startswith("file://"):
+        path = local_path(self.uri)
+        if path is None:
             return True  # let Lance decide for object stores
-        path = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
         return os.path.isdir(os.path.join(path, "_versions"))
-
-    # -- creation -----------------------------------------------------------
-    def create(
-        self, metadata: dict[str, str], partition_fields: Sequence[pa.Field]
-    ) -> lance.LanceDataset:
-        """Create an empty ``__manifest`` with our columns, then write the root metadata."""
-        schema = manifest_schema(partition_fields)
-        ds = lance.write_dataset(
-            schema.empty_table(),
-            self.uri,
-            schema=schema,
-            mode="create",
-            storage_options=self.storage_options,
-        )
-        ds.update_metadata(metadata)
-        return self.dataset()
 
     # -- reading ------------------------------------------------------------
     @staticmethod
@@ -277,9 +256,9 @@ class Manifest:
 
     def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
         """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""
-        if "://" in self.uri and not self.uri.startswith("file://"):
+        root = local_path(self.uri)
+        if root is None:
             return  # object stores: vacuum reclaims them
-        root = self.uri[len("file://") :] if self.uri.startswith("file://") else self.uri
         op = txn.operation
         paths = [
             os.path.join(root, "data", f.path)
@@ -389,10 +368,6 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             cols.append(pa.nulls(n, type=f.type))
     return pa.Table.from_arrays(cols, schema=schema)
-
-
-def table_rows_filter() -> str:
-    return "object_type = 'table'"
 
 
 def prefix_filter(prefix: str) -> str:

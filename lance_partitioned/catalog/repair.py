@@ -42,18 +42,17 @@ from lance_partitioned.catalog.manifest import (
     Manifest,
     manifest_schema,
 )
+from lance_partitioned.catalog.mirror import MIRROR_PREFIX, parse_partition_value
 from lance_partitioned.errors import NamespaceDamagedError
+from lance_partitioned.format.spec import PartitionSpec
 
 log = logging.getLogger(__name__)
 
-MIRROR_PREFIX = "partition."
 REPAIR_PROPERTY = "lp.txn"
 
 
 def _partition_fields(meta: dict[str, str]) -> dict[int, list[tuple[str, str, pa.DataType]]]:
     """spec id → [(field_id, column, result_type)] from the table metadata."""
-    from lance_partitioned.format.spec import PartitionSpec
-
     out = {}
     for key, value in meta.items():
         if key.startswith(SPEC_KEY_PREFIX) and key[len(SPEC_KEY_PREFIX) :].isdigit():
@@ -127,8 +126,6 @@ def rebuild(
 ) -> tuple[pa.Table, list[str], list[str]]:
     """The repaired rows (full schema), human-readable notes, and the object ids whose
     partition values nothing recorded (they come out NULL)."""
-    from lance_partitioned.catalog.snapshot import parse_partition_value
-
     fields = _partition_fields(damaged.metadata)
     columns: dict[str, pa.DataType] = {}
     for spec_fields in fields.values():

@@ -16,17 +16,12 @@ import os
 import uuid
 from typing import Any
 
-
-def local_dir(uri: str) -> str | None:
-    """The filesystem path of a local URI, None for object stores."""
-    if "://" in uri and not uri.startswith("file://"):
-        return None
-    return uri[len("file://") :] if uri.startswith("file://") else uri
+from lance_partitioned.catalog.layout import local_path
 
 
 def path(manifest_uri: str, *parts: str) -> str | None:
     """``<__manifest>/<parts...>`` on a local file system, None on object stores."""
-    base = local_dir(manifest_uri)
+    base = local_path(manifest_uri)
     return None if base is None else os.path.join(base, *parts)
 
 

@@ -6,24 +6,19 @@ plan never mixes two manifest versions.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, NamedTuple
 
 import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import layout, repair
+from lance_partitioned.catalog import history, layout, repair
+from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     SPEC_KEY_PREFIX,
     Manifest,
-    join_uri,
     prefix_filter,
 )
 from lance_partitioned.errors import (
@@ -35,40 +30,6 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
 log = logging.getLogger(__name__)
-
-MIRROR_PREFIX = "partition."
-
-
-def format_partition_value(value: Any) -> str | None:
-    """The Appendix E string form of a partition value (dates as ISO ``yyyy-mm-dd``)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dt.date, dt.datetime, dt.time)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f")
-    return str(value)
-
-
-def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> Any:
-    """Inverse of ``format_partition_value`` for one Arrow type."""
-    if text is None:
-        return None
-    if (
-        pa.types.is_binary(arrow_type)
-        or pa.types.is_large_binary(arrow_type)
-        or pa.types.is_fixed_size_binary(arrow_type)
-    ):
-        return bytes.fromhex(text)
-    if pa.types.is_boolean(arrow_type):
-        return text == "true"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return text
-    return pa.scalar(text).cast(arrow_type).as_py()
 
 
 class Leaf(NamedTuple):
@@ -195,10 +156,6 @@ class Snapshot:
         return join_uri(self.manifest.root, location)
 
     # -- rows ---------------------------------------------------------------
-    @cached_property
-    def all_rows(self) -> pa.Table:
-        return self.rows_dataset.to_table()
-
     def leaves(self, filter: str | None = None) -> list[Leaf]:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
         cond = "object_type = 'table'" + (f" AND ({filter})" if filter else "")
@@ -276,8 +233,6 @@ class Snapshot:
         retention if cleanup removed this snapshot's ``__manifest`` version or the
         version of ``leaf`` it reads (instead of Lance's bare "Not found"); else return.
         """
-        from lance_partitioned.catalog import history
-
         pinned = leaf is not None and leaf.read_branch is None and leaf.read_tag is None
         try:
             better = history.explain_failed_read(
@@ -329,22 +284,3 @@ def open_leaf_dataset(
             else ds.checkout_version(branch)
         )
     return lance.dataset(uri, version=ref, storage_options=storage_options)
-
-
-def mirror_metadata(values: dict[str, Any]) -> str:
-    """The ``metadata`` JSON of a row: ``{"partition.<field_id>": "<value>"}``.
-
-    A NULL value has no key: DirectoryNamespace reads properties as strings and
-    rejects JSON null, and a table row lists every field of its spec, so a
-    missing key can only mean NULL.
-    """
-    return json.dumps(
-        {MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items() if v is not None},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-
-
-def key_of(values: Sequence[Any]) -> tuple[Any, ...]:
-    """A hashable partition key (floats keep NaN distinct but equal to itself)."""
-    return tuple(values)

@@ -30,7 +30,8 @@ from typing import Any
 import lance
 
 from lance_partitioned.catalog import history
-from lance_partitioned.catalog.manifest import Manifest, join_uri, republish_rows
+from lance_partitioned.catalog.layout import join_uri, local_path
+from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import (
     CommitConflictError,
@@ -46,7 +47,6 @@ from lance_partitioned.operations.transaction import (
     foreign_versions,
     fragment_signature,
     is_conflict,
-    local_path,
     new_txn_id,
     pause_point,
     published_version,

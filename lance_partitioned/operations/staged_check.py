@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import lance
 from lance.fragment import FragmentMetadata
 
-from lance_partitioned.catalog import sidecar
+from lance_partitioned.catalog import layout
 from lance_partitioned.errors import CommitConflictError
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> 
     """
     if not staged.changed:
         return
-    base = sidecar.local_dir(staged.uri)
+    base = layout.local_path(staged.uri)
     if base is not None and staged.added is not None and _manifest_exists(base, staged.version):
         exists, added = True, staged.added
     else:  # object stores, unknown files, or a manifest stored elsewhere (branches): ask Lance

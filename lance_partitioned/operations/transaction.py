@@ -42,6 +42,7 @@ import pyarrow as pa
 from lance.dataset import Transaction
 from lance.fragment import FragmentMetadata
 
+from lance_partitioned.catalog.layout import local_path
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import (  # ForeignChangeError: re-exported, it lived here
     CommitConflictError,
@@ -650,13 +651,6 @@ class StagedSet:
             unstage_leaf(staged, self.txn, self.storage_options)
         for uri in self.new_dirs:
             remove_dir(uri)
-
-
-def local_path(uri: str) -> str | None:
-    """The filesystem path of a local URI, None for object stores."""
-    if "://" in uri and not uri.startswith("file://"):
-        return None
-    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 def remove_dir(uri: str) -> None:

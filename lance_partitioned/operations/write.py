@@ -22,8 +22,6 @@ location without talking to each other.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import secrets
@@ -37,8 +35,10 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata, write_fragments
 
 from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, mirror_metadata, spec_problem
+from lance_partitioned.catalog.mirror import mirror_metadata
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations import leases
@@ -70,34 +70,6 @@ from lance_partitioned.operations.transaction import (
 log = logging.getLogger(__name__)
 
 APPEND, OVERWRITE, DYNAMIC = "append", "overwrite", "dynamic"
-_BASE36 = "abcdefghijklmnopqrstuvwxyz0123456789"
-
-
-# -- deterministic-per-job naming ---------------------------------------------
-
-
-def _derived_stream(secret: bytes, label: str) -> Iterable[int]:
-    counter = 0
-    while True:
-        block = hmac.new(secret, f"{label}#{counter}".encode(), hashlib.sha256).digest()
-        yield from block
-        counter += 1
-
-
-def derived_namespace_name(secret: bytes, label: str) -> str:
-    """16 base36 characters from HMAC-SHA256 bytes, by rejection sampling (unbiased)."""
-    out = []
-    for b in _derived_stream(secret, label):
-        if b < 252:  # 252 = 7 * 36: keep the distribution uniform
-            out.append(_BASE36[b % 36])
-            if len(out) == 16:
-                return "".join(out)
-    raise AssertionError("unreachable")
-
-
-def derived_hex(secret: bytes, label: str) -> str:
-    return hmac.new(secret, f"dir:{label}".encode(), hashlib.sha256).hexdigest()[:8]
-
 
 # -- what writers produce -----------------------------------------------------
 

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
+from lance_partitioned.catalog.layout import local_path
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
@@ -66,12 +67,6 @@ class LanceCommitMessage(WriterCommitMessage):
     written: WrittenFiles
 
 
-def _local_path(uri: str) -> str | None:
-    if "://" in uri and not uri.startswith("file://"):
-        return None  # object stores: reclaimed by vacuum
-    return uri[len("file://") :] if uri.startswith("file://") else uri
-
-
 def _discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
     """Delete the files one failed task recorded, and only those.
 
@@ -79,7 +74,7 @@ def _discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
     the same new partition directory (names are derived from the job secret).
     """
     for lw in written.leaves.values():
-        base = _local_path(lw.files_uri(snapshot))
+        base = local_path(lw.files_uri(snapshot))
         if base is None:
             continue
         for frag_json in lw.fragments:
@@ -220,10 +215,10 @@ class LancePartitionedWriter(DataSourceArrowWriter):
                 return
         except Exception:
             return
-        path = _local_path(manifest.root)
+        path = local_path(manifest.root)
         if path is None:
             return
-        shutil.rmtree(_local_path(manifest.uri) or "", ignore_errors=True)
+        shutil.rmtree(local_path(manifest.uri) or "", ignore_errors=True)
         try:
             os.rmdir(path)  # only when empty
         except OSError:

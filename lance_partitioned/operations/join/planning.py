@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, format_partition_value
+from lance_partitioned.catalog.mirror import format_partition_value
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.operations.join.compatibility import (
