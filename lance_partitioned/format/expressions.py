@@ -136,14 +136,6 @@ def and_all(exprs: list[Expr]) -> Expr:
     return out
 
 
-def or_all(exprs: list[Expr]) -> Expr:
-    """OR a non-empty list of expressions together."""
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = Or(out, e)
-    return out
-
-
 def referenced_columns(expr: Expr) -> set[str]:
     """Names of every column an expression reads."""
     if isinstance(expr, Ref):

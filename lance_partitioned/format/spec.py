@@ -193,15 +193,6 @@ class PartitionField:
             out = evaluate_expression(self, arrays)
         return out.cast(self.result_type)[0].as_py()
 
-    def derived_expression(self, schema: Schema | None = None) -> str:
-        """The DataFusion expression this field stands for."""
-        if self.expression is not None:
-            return self.expression
-        assert self.transform is not None
-        if isinstance(self.transform, Truncate) and schema is not None:
-            return self.transform.expression_for(schema.field_by_id(self.source_ids[0]).type)
-        return self.transform.expression(len(self.source_ids))
-
     def describe(self, schema: Schema | None = None) -> str:
         """Iceberg-like text, e.g. ``bucket(16, id)``."""
         names = [_name(schema, s) for s in self.source_ids]
