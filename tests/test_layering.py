@@ -1,0 +1,91 @@
+"""Structure of the package: the catalog's modules import each other without a cycle.
+
+Imports are read from the source (``ast``), including imports inside functions,
+which is where a cycle hides (the import then runs late and "works"). Imports
+under ``if TYPE_CHECKING:`` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import lance_partitioned
+
+PACKAGE = Path(lance_partitioned.__file__).parent
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` that ``path`` imports anywhere but under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m.startswith(package + ".")}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (module → imported modules), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                return path[path.index(d) :] + [d]
+            if d not in state and (found := visit(d)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_catalog_modules_import_without_a_cycle():
+    package = "lance_partitioned.catalog"
+    files = {
+        f"{package}.{p.stem}": p for p in (PACKAGE / "catalog").glob("*.py") if p.stem != "__init__"
+    }
+    graph = {m: _imports(p, package) & (set(files) - {m}) for m, p in files.items()}
+    assert len(graph) >= 6  # the walk found the catalog
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _sources_containing(text: str) -> list[str]:
+    return sorted(
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if text in p.read_text()
+    )
+
+
+def test_one_home_for_the_local_path_test_and_base36_names():
+    from lance_partitioned.catalog.layout import derived_namespace_name, local_path
+
+    assert local_path("/data/ns") == "/data/ns"
+    assert local_path("file:///data/ns") == "/data/ns"
+    assert local_path("s3://bucket/ns") is None
+    assert _sources_containing('"://" in') == ["catalog/layout.py"]
+
+    name = derived_namespace_name(b"secret", "label")
+    assert len(name) == 16 and set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
+    assert _sources_containing("abcdefghijklmnopqrstuvwxyz0123456789") == ["catalog/layout.py"]
