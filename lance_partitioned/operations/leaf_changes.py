@@ -14,6 +14,8 @@ import lance
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
+from lance_partitioned.operations.leaf_schema import ReadMapping, evolution_for, schema_for
+
 
 class LeafChange:
     """One transaction's operation on one leaf, built against the leaf's published content.
@@ -52,8 +54,6 @@ class AppendFiles(LeafChange):
     def prepare(self, base: lance.LanceDataset) -> Any | None:
         if self.namespace is None:
             return None
-        from lance_partitioned.operations.leaf_schema import evolution_for
-
         return evolution_for(base, self.namespace, self.fragments, self.label)
 
     def operation(self, base: lance.LanceDataset) -> Any:
@@ -78,8 +78,6 @@ class ReplaceFiles(LeafChange):
     def operation(self, base: lance.LanceDataset) -> Any:
         schema = self.schema
         if schema is None:
-            from lance_partitioned.operations.leaf_schema import schema_for
-
             schema = schema_for(base, self.namespace, self.fragments, self.label)
         return lance.LanceOperation.Overwrite(schema, self.fragments)
 
@@ -120,8 +118,6 @@ class DeleteRows(LeafChange):
     def _leaf_predicate(self, base: lance.LanceDataset) -> str | None:
         if self.schema is None or not self.columns:
             return self.predicate
-        from lance_partitioned.operations.leaf_schema import ReadMapping
-
         mapping = ReadMapping(self.schema, self.columns, base, self.label)
         if mapping.is_identity:
             return self.predicate

@@ -40,6 +40,7 @@ from lance.fragment import FragmentMetadata
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.staged_check import fragment_files, operation_files
 
@@ -294,8 +295,6 @@ def stage_new_leaf(
     an existing dataset is overwritten: ids Lance would not pick itself take
     an empty version 1, then the files in version 2.
     """
-    from lance_partitioned.operations.field_ids import IdLayout
-
     layout = schema if isinstance(schema, IdLayout) else None
     first = schema if layout is None else layout.arrow
     two_step = layout is not None and not layout.is_natural
