@@ -222,8 +222,9 @@ def commit_write(
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
-    Modes: ``append``; ``overwrite`` (the whole namespace becomes exactly this
-    write); ``dynamic`` (only the partitions in this write are replaced).
+    ``mode`` (``WriteMode``): ``APPEND``; ``OVERWRITE`` (the whole namespace
+    becomes exactly this write); ``DYNAMIC`` (only the partitions in this write
+    are replaced).
     ``replaces`` lists leaves (object ids) removed in the same commit: moving
     partitions from an older spec into the current one is all-or-nothing.
 
