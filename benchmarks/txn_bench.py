@@ -35,11 +35,11 @@ import pyarrow as pa  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.catalog.snapshot import Snapshot  # noqa: E402
-from lance_partitioned.operations.write import (  # noqa: E402
+from lance_partitioned.operations.partition_writer import (  # noqa: E402
     PartitionWriter,
-    commit_write,
     new_job_secret,
 )
+from lance_partitioned.operations.publish import commit_write  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "txn.md"

@@ -10,10 +10,12 @@ from lance_partitioned.errors import (
     CommitConflictError,
     CyclicPartitionWarning,
     FilterError,
+    ForeignChangeError,
     NamespaceDamagedError,
     NamespaceExistsError,
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
+    PinnedSnapshotError,
     RetentionError,
     SchemaError,
     SpecError,
@@ -27,7 +29,6 @@ from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.staged_check import StagedFilesMissingError
-from lance_partitioned.operations.transaction import ForeignChangeError
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,7 @@ __all__ = [
     "PartitionSpec",
     "PartitionedNamespace",
     "PartitionedNamespaceError",
+    "PinnedSnapshotError",
     "RetentionError",
     "Schema",
     "SchemaError",

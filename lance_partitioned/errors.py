@@ -41,6 +41,11 @@ class CommitConflictError(PartitionedNamespaceError):
     retryable = True
 
 
+class PinnedSnapshotError(PartitionedNamespaceError):
+    """A handle opened at an old version (``lp.open(root, version=...)``) was asked to change
+    the namespace. Pinned handles read one snapshot; ``refresh()`` moves to the latest."""
+
+
 class FilterError(PartitionedNamespaceError, ValueError):
     """A filter could not be parsed or bound to the namespace schema."""
 

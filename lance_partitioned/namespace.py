@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import lance
 import pyarrow as pa
@@ -19,28 +20,22 @@ from lance_partitioned.catalog.manifest import (
 )
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import NamespaceExistsError, SchemaError
+from lance_partitioned.errors import NamespaceExistsError, PinnedSnapshotError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.format.sql import render_literal
-from lance_partitioned.operations import evolution, leases, maintenance, realign
+from lance_partitioned.operations import evolution, maintenance, realign
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.leaf_schema import check_leaf
 from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.partition_writer import PartitionWriter, WrittenFiles
 from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
 from lance_partitioned.operations.time_ranges import warn_cyclic_fields
-from lance_partitioned.operations.write import (
-    APPEND,
-    DYNAMIC,
-    OVERWRITE,
-    PartitionWriter,
-    abort_write,
-    commit_write,
-    new_job_secret,
-)
+from lance_partitioned.operations.write import WriteJob
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +64,44 @@ class WriteResult:
     rows: int
     partitions: int
     new_partitions: int
+
+    @classmethod
+    def of(cls, version: int, written: WrittenFiles) -> WriteResult:
+        """The result of a write that wrote ``written`` and left the namespace at ``version``."""
+        return cls(
+            version,
+            written.rows,
+            len(written.leaves),
+            sum(lw.is_new for lw in written.leaves.values()),
+        )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mutator(method: F) -> F:
+    """Mark a method that changes the namespace; on a pinned handle it raises PinnedSnapshotError.
+
+    A handle opened at an old version (``lp.open(root, version=...)``) reads
+    that one snapshot. Changing the namespace through it would either act on
+    the latest version behind the reader's back or silently unpin the handle,
+    so every mutator refuses, before it reads or writes anything. (Tagging and
+    the housekeeping of ``cleanup``/``vacuum`` do not change what any version
+    holds; they stay allowed and keep the handle pinned.)
+    """
+
+    @functools.wraps(method)
+    def guarded(self: PartitionedNamespace, *args: Any, **kwargs: Any) -> Any:
+        if self._pinned:
+            raise PinnedSnapshotError(
+                f"this handle is pinned to __manifest version {self.version} of {self.root!r}; "
+                f"{method.__name__}() changes the namespace: use refresh() (or lp.open(root)) "
+                "before writing"
+            )
+        return method(self, *args, **kwargs)
+
+    guarded.changes_namespace = True  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]
 
 
 class PartitionedNamespace:
@@ -166,53 +199,34 @@ class PartitionedNamespace:
         return self._manifest
 
     # -- writes -------------------------------------------------------------
+    @mutator
     def append(self, data: DataLike, **options: Any) -> WriteResult:
         """Add rows. Partitions are created as needed; one atomic commit publishes them."""
-        return self._write(data, APPEND, **options)
+        return self._write(data, WriteMode.APPEND, **options)
 
+    @mutator
     def overwrite(self, data: DataLike, dynamic: bool = False, **options: Any) -> WriteResult:
         """Replace the whole namespace with ``data``; with ``dynamic=True`` replace only the partitions ``data`` touches."""
-        return self._write(data, DYNAMIC if dynamic else OVERWRITE, **options)
+        return self._write(data, WriteMode.DYNAMIC if dynamic else WriteMode.OVERWRITE, **options)
 
     def _write(
         self,
         data: DataLike,
-        mode: str,
+        mode: WriteMode,
         *,
         max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
     ) -> WriteResult:
-        if self._pinned:
-            raise SchemaError(
-                "this handle is pinned to an old version; use refresh() before writing"
-            )
-        # the lease keeps vacuum/cleanup off the files before they are published
-        with leases.hold(self._manifest, mode) as lease:
-            snapshot = Snapshot.load(self._manifest, for_write=True)
-            writer = PartitionWriter(
-                snapshot,
-                new_job_secret(),
+        with WriteJob.begin(self._manifest, mode) as job:
+            written = job.write(
+                lambda writer: writer.write_all(iter_batches(data)),
                 max_buffer_bytes=max_buffer_bytes,
                 max_rows_per_file=max_rows_per_file,
                 progress=progress,
             )
-            try:
-                writer.write_all(iter_batches(data))
-                written = writer.finish()
-            except BaseException:
-                abort_write(snapshot, writer.result)
-                raise
-            if not written.leaves and mode != OVERWRITE:
-                self._snapshot = snapshot
-                return WriteResult(snapshot.version, 0, 0, 0)
-            self._snapshot = commit_write(self._manifest, snapshot, written, mode, lease=lease)
-        return WriteResult(
-            self._snapshot.version,
-            written.rows,
-            len(written.leaves),
-            sum(lw.is_new for lw in written.leaves.values()),
-        )
+            self._snapshot = job.commit(written) or job.snapshot
+        return WriteResult.of(self._snapshot.version, written)
 
     # -- reads --------------------------------------------------------------
     def scan(
@@ -242,6 +256,7 @@ class PartitionedNamespace:
         ]
 
     # -- evolution (never rewrites leaf data) ---------------------------------
+    @mutator
     def evolve_spec(self, spec: SpecLike) -> PartitionSpec:
         """Add partition spec version N+1 (e.g. ``"year(event_date), country"``); new writes use it.
 
@@ -253,6 +268,7 @@ class PartitionedNamespace:
         self.refresh()
         return new
 
+    @mutator
     def rewrite_partitions(self, filter: FilterLike = None) -> WriteResult:
         """Move partitions written under older specs into the current spec, in one atomic commit.
 
@@ -262,8 +278,8 @@ class PartitionedNamespace:
         ``filter`` limits the rewrite to partitions it may match (whole partitions
         move). Readers see the old partitions or the new ones, never both or neither.
         """
-        with leases.hold(self._manifest, "rewrite_partitions") as lease:
-            snapshot = Snapshot.load(self._manifest, for_write=True)
+        with WriteJob.begin(self._manifest, WriteMode.APPEND, "rewrite_partitions") as job:
+            snapshot = job.snapshot
             current = snapshot.current_spec.spec_id
             scan = Scan(snapshot, filter)
             misplaced = misplaced_leaves(
@@ -276,43 +292,36 @@ class PartitionedNamespace:
             ]
             if not old:
                 return WriteResult(snapshot.version, 0, 0, 0)
+            # the old leaves go in the same commit; misplaced current-spec ones
+            # get new leaves for their rows, never appends
+            job.replaces = [leaf.object_id for leaf in old]
             everything = Scan(snapshot)
-            writer = PartitionWriter(snapshot, new_job_secret(), replacing=set(misplaced))
-            try:
+
+            def fill(writer: PartitionWriter) -> None:
                 for leaf in old:
                     for batch in everything._leaf_batches(leaf):
                         writer.write(batch)
-                written = writer.finish()
-            except BaseException:
-                abort_write(snapshot, writer.result)
-                raise
-            self._snapshot = commit_write(
-                self._manifest,
-                snapshot,
-                written,
-                APPEND,
-                replaces=[leaf.object_id for leaf in old],
-                lease=lease,
-            )
-        return WriteResult(
-            self._snapshot.version,
-            written.rows,
-            len(written.leaves),
-            sum(lw.is_new for lw in written.leaves.values()),
-        )
 
+            written = job.write(fill)
+            self._snapshot = job.commit(written) or job.snapshot
+        return WriteResult.of(self._snapshot.version, written)
+
+    @mutator
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:
         """Add a nullable column with a fresh field id; existing rows read it as NULL."""
         return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))
 
+    @mutator
     def rename_column(self, old: str, new: str) -> Schema:
         """Rename a column. Its field id is stable, so partition specs and pruning keep working."""
         return self._evolve_schema(lambda s: s.rename_column(old, new))
 
+    @mutator
     def drop_column(self, name: str) -> Schema:
         """Drop a column; refused if the current spec partitions by it. Older specs read it as NULL."""
         return self._evolve_schema(lambda s: s.drop_column(name))
 
+    @mutator
     def widen_column(self, name: str, type: pa.DataType) -> Schema:
         """Widen a column's type losslessly (int32→int64, float→double, decimal precision up).
 
@@ -349,6 +358,7 @@ class PartitionedNamespace:
         problems.extend(misplaced_leaves(self._snapshot).values())
         return problems
 
+    @mutator
     def realign_field_ids(self) -> RealignReport:
         """Give every partition whose Lance field ids drift from the namespace's the
         namespace ``lance:field_id``s (seed 000), in one atomic transaction.
@@ -357,7 +367,6 @@ class PartitionedNamespace:
         (``validate()`` reports them). Data files are reused, not rewritten, except
         fragments with deleted rows; aligned partitions are not touched.
         """
-        self._check_not_pinned()
         report = realign.realign_field_ids(self._manifest)
         self.refresh()
         return report
@@ -488,12 +497,7 @@ class PartitionedNamespace:
         return "\n".join(lines)
 
     # -- transactions, time travel, maintenance (docs/TRANSACTIONS.md) ---------
-    def _check_not_pinned(self) -> None:
-        if self._pinned:
-            raise SchemaError(
-                "this handle is pinned to an old version; use refresh() before writing"
-            )
-
+    @mutator
     def delete(self, filter: FilterLike) -> DeleteResult:
         """Delete the rows matching ``filter`` in one atomic transaction.
 
@@ -504,12 +508,12 @@ class PartitionedNamespace:
         Partitions are pruned through ``__manifest`` first; every affected
         partition changes in the same ``__manifest`` commit.
         """
-        self._check_not_pinned()
         require_filter(filter)
         result = delete_rows(self._manifest, filter)
         self._snapshot = Snapshot.load(self._manifest, result.version)
         return result
 
+    @mutator
     def repair(self) -> list[str]:
         """Restore ``__manifest`` columns a foreign writer dropped, in one commit.
 
@@ -520,7 +524,6 @@ class PartitionedNamespace:
         the newest intact ``__manifest`` version, else the metadata mirror
         (FORMAT.md §5). Returns what was done, in words (empty: nothing to repair).
         """
-        self._check_not_pinned()
         done = repair.repair(self._manifest, self._manifest.open_checked(for_write=True))
         self.refresh()
         return done
@@ -540,11 +543,11 @@ class PartitionedNamespace:
         """Remove a tag; its versions become eligible for cleanup."""
         history.delete_tag(self._manifest, name)
 
+    @mutator
     def compact(
         self, target_rows_per_fragment: int = 1 << 20, compact_manifest: bool = True
     ) -> MaintenanceReport:
         """Merge small files of every partition (one atomic transaction) and of ``__manifest``."""
-        self._check_not_pinned()
         report = maintenance.compact(self._manifest, target_rows_per_fragment, compact_manifest)
         self.refresh()
         return report

@@ -11,11 +11,8 @@ from conftest import EVENTS_SCHEMA, make_events
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.write import (
-    PartitionWriter,
-    commit_write,
-    new_job_secret,
-)
+from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
+from lance_partitioned.operations.publish import commit_write
 
 
 def _JSON_YEAR(field_id: str) -> dict:
@@ -152,7 +149,7 @@ def test_bad_version(ns):
 
 def test_pinned_handle_refuses_writes(ns):
     old = lp.open(ns.root, version=ns.version)
-    unchanged(ns, lambda: old.append(make_events(2)), lp.SchemaError, "pinned")
+    unchanged(ns, lambda: old.append(make_events(2)), lp.PinnedSnapshotError, "pinned")
 
 
 @pytest.mark.parametrize(

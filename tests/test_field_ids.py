@@ -350,7 +350,7 @@ def test_failed_write_leaves_the_evolved_leaf_unpublished(tmp_path, monkeypatch)
 
 
 def test_failure_between_schema_change_and_append_publishes_nothing(tmp_path, monkeypatch):
-    from lance_partitioned.operations import transaction
+    from lance_partitioned.operations import leaf_changes
 
     root = str(tmp_path / "ns")
     ns = lp.create(root, SCHEMA, "p")
@@ -362,7 +362,7 @@ def test_failure_between_schema_change_and_append_publishes_nothing(tmp_path, mo
         assert "c" in base.schema.names  # the leaf was evolved, unpublished
         raise RuntimeError("injected after the schema change")
 
-    monkeypatch.setattr(transaction.AppendFiles, "operation", boom)
+    monkeypatch.setattr(leaf_changes.AppendFiles, "operation", boom)
     with pytest.raises(RuntimeError, match="injected"):
         ns.append(rows([2], "x", c=["c2"]))
     monkeypatch.undo()
@@ -545,7 +545,8 @@ def test_concurrent_appends_after_add_column_both_land(tmp_path):
     # B plans on the same snapshot as A; A publishes first (the leaf gains 'c'),
     # B's commit conflicts, rebases and re-stages on A's evolved leaf
     from lance_partitioned.catalog.snapshot import Snapshot
-    from lance_partitioned.operations.write import PartitionWriter, commit_write, new_job_secret
+    from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
+    from lance_partitioned.operations.publish import commit_write
 
     root = str(tmp_path / "ns")
     ns = lp.create(root, SCHEMA, "p")

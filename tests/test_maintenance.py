@@ -26,8 +26,9 @@ from txn_helpers import (
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.transaction import AppendFiles, stage_leaf
-from lance_partitioned.operations.write import PartitionWriter, new_job_secret
+from lance_partitioned.operations.leaf_changes import AppendFiles
+from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
+from lance_partitioned.operations.staging import stage_leaf
 
 
 @pytest.fixture

@@ -26,15 +26,10 @@ from txn_helpers import SCHEMA, SPEC, disk_listing, rows, state, table_state
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import READ_MIRROR_KEYS
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.transaction import (
-    TXN_PROPERTY,
-    AppendFiles,
-    LeafChange,
-    ReplaceFiles,
-    fragment_signature,
-    stage_leaf,
-)
-from lance_partitioned.operations.write import PartitionWriter, commit_write, new_job_secret
+from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
+from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
+from lance_partitioned.operations.publish import commit_write
+from lance_partitioned.operations.staging import TXN_PROPERTY, fragment_signature, stage_leaf
 
 
 @pytest.fixture
@@ -159,7 +154,7 @@ class Injected(RuntimeError):
 @pytest.mark.parametrize("where", ["sequential", "parallel", "publish"])
 def test_failed_write_leaves_nothing_behind(ns, monkeypatch, caplog, where):
     """D15: new partition directories are removed, existing partitions restored, no warning."""
-    import lance_partitioned.operations.write as write_mod
+    import lance_partitioned.operations.publish as write_mod
 
     if where == "sequential":  # staging stops at the first failure: some leaves never staged
         monkeypatch.setenv("LP_TEST_PAUSE_AT", "no-such-point")
@@ -232,7 +227,7 @@ def test_delete_edge_cases(ns):
     assert ns.version == v  # nothing to delete: no commit
     with pytest.raises(ValueError, match="needs a filter"):
         ns.delete(None)
-    with pytest.raises(lp.SchemaError, match="pinned"):
+    with pytest.raises(lp.PinnedSnapshotError, match="pinned"):
         lp.open(ns.root, version=v).delete("true")
     assert ns.delete("part = 0").rows == 3  # a whole partition: fragments dropped
     assert ns.count("part = 0") == 0

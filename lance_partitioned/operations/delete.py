@@ -22,16 +22,15 @@ from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.expressions import referenced_columns
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.leaf_changes import DeleteRows
 from lance_partitioned.operations.leases import Lease, LeaseLostError
 from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
 from lance_partitioned.operations.transaction import (
-    DeleteRows,
-    StagedLeaf,
     StagedSet,
     new_txn_id,
     pause_point,
     run_parallel,
-    stage_leaf,
 )
 
 log = logging.getLogger(__name__)

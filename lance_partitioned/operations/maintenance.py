@@ -39,19 +39,21 @@ from lance_partitioned.errors import (
     RetentionError,
 )
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.transaction import (
+from lance_partitioned.operations.leaf_changes import CompactFiles
+from lance_partitioned.operations.staging import (
     TXN_PROPERTY,
-    CompactFiles,
     StagedLeaf,
-    StagedSet,
     foreign_versions,
     fragment_signature,
     is_conflict,
+    published_version,
+    stage_leaf,
+)
+from lance_partitioned.operations.transaction import (
+    StagedSet,
     new_txn_id,
     pause_point,
-    published_version,
     run_parallel,
-    stage_leaf,
 )
 
 log = logging.getLogger(__name__)

@@ -28,16 +28,14 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.field_ids import FieldIdLayoutError, remap_fragments
+from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import field_id_drift, realigned_layout
+from lance_partitioned.operations.staging import StagedLeaf, published_version, stage_leaf
 from lance_partitioned.operations.transaction import (
-    LeafChange,
-    StagedLeaf,
     StagedSet,
     new_txn_id,
     pause_point,
-    published_version,
     run_parallel,
-    stage_leaf,
 )
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from lance_partitioned.catalog import layout
 from lance_partitioned.errors import CommitConflictError
 
 if TYPE_CHECKING:
-    from lance_partitioned.operations.transaction import StagedLeaf
+    from lance_partitioned.operations.staging import StagedLeaf
 
 
 class StagedFilesMissingError(CommitConflictError):

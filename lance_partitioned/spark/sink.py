@@ -1,19 +1,20 @@
 """The ``lance_partitioned`` Spark sink: tasks write files, the driver publishes once.
 
-Protocol (the two phases of ``operations.write`` mapped onto Spark):
+Protocol (the two phases of a ``WriteJob``, ``operations.write``, mapped onto Spark):
 
 1. ``plan_write`` (driver, once per job) creates the namespace if the write is
    the first (schema from the DataFrame, spec from the ``spec`` option), checks the
    DataFrame schema against the namespace schema, and pins the ``__manifest``
    version plus a fresh job secret into the pickled writer.
-2. ``write`` (every task) builds a ``PartitionWriter`` against that same snapshot
+2. ``write`` (every task) runs ``WriteJob.write`` against that same snapshot
    and secret, so tasks that meet the same new partition derive the same
    location; it writes Lance data files and returns its ``WrittenFiles``. It
    commits nothing. No rows go to the driver, only file lists.
-3. ``commit`` (driver) merges the messages and calls ``commit_write`` once: one
-   atomic ``__manifest`` commit for all partitions.
+3. ``commit`` (driver) merges the messages and runs ``WriteJob.commit`` once:
+   one atomic ``__manifest`` commit for all partitions (none when nothing was
+   written and nothing is overwritten).
 4. ``abort`` (driver, on task or job failure) removes the files named in the
-   messages it receives, and a namespace this job created.
+   messages it receives (``WriteJob.abort``), and a namespace this job created.
 
 Files that no message names are not reclaimed here: a task killed after it
 flushed files (a lost executor, speculation's losing attempt, a retried task's
@@ -43,16 +44,9 @@ from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecErro
 from lance_partitioned.format.spec import parse_spec
 from lance_partitioned.namespace import PartitionedNamespace
 from lance_partitioned.operations.input import InputConformer
-from lance_partitioned.operations.write import (
-    APPEND,
-    DYNAMIC,
-    OVERWRITE,
-    PartitionWriter,
-    WrittenFiles,
-    abort_write,
-    commit_write,
-    new_job_secret,
-)
+from lance_partitioned.operations.partition_writer import WrittenFiles, new_job_secret
+from lance_partitioned.operations.publish import WriteMode
+from lance_partitioned.operations.write import WriteJob
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.refresh import notify_drivers
 from lance_partitioned.spark.types import spark_to_arrow
@@ -65,30 +59,6 @@ class LanceCommitMessage(WriterCommitMessage):
     """What one task wrote (file lists per partition); never row data."""
 
     written: WrittenFiles
-
-
-def _discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
-    """Delete the files one failed task recorded, and only those.
-
-    Never a whole directory: other tasks of the same job may be writing into
-    the same new partition directory (names are derived from the job secret).
-    """
-    for lw in written.leaves.values():
-        base = local_path(lw.files_uri(snapshot))
-        if base is None:
-            continue
-        for frag_json in lw.fragments:
-            for f in FragmentMetadata.from_json(frag_json).files:
-                try:
-                    os.remove(os.path.join(base, "data", f.path))
-                except FileNotFoundError:
-                    pass
-        if lw.is_new:
-            for d in (os.path.join(base, "data"), base):
-                try:
-                    os.rmdir(d)  # only when empty: another task may still use it
-                except OSError:
-                    break
 
 
 def merge_messages(version: int, messages: Sequence[WriterCommitMessage | None]) -> WrittenFiles:
@@ -135,7 +105,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
         opts: SourceOptions,
         snapshot_version: int,
         secret: bytes,
-        mode: str,
+        mode: WriteMode,
         created_version: int | None,
     ):
         self.root = opts.root
@@ -150,40 +120,36 @@ class LancePartitionedWriter(DataSourceArrowWriter):
     def _manifest(self) -> Manifest:
         return Manifest(self.root, self.storage_options)
 
-    def _snapshot(self) -> Snapshot:
-        return Snapshot.load(self._manifest(), self.snapshot_version, for_write=True)
+    def _job(self, manifest: Manifest | None = None) -> WriteJob:
+        """The job, planned against the pinned snapshot (loaded when first needed)."""
+        manifest = manifest or self._manifest()
+        return WriteJob(manifest, self.snapshot_version, self.mode, self.secret)
 
     # -- executors ------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
-        snapshot = self._snapshot()
-        writer = PartitionWriter(
-            snapshot,
-            self.secret,
+        # shared: other tasks may be writing into the same new partition directories
+        written = self._job().write(
+            lambda writer: writer.write_all(iterator),
+            shared=True,
             max_buffer_bytes=self.max_buffer_bytes,
             max_rows_per_file=self.max_rows_per_file,
         )
-        try:
-            writer.write_all(iterator)
-            written = writer.finish()
-        except BaseException:
-            _discard_task_files(snapshot, writer.result)
-            raise
         return LanceCommitMessage(written)
 
     # -- driver -----------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         written = merge_messages(self.snapshot_version, messages)
-        if not written.leaves and self.mode != OVERWRITE:
+        snapshot = self._job().commit(written)
+        if snapshot is None:
             log.info("lance_partitioned: nothing to commit to %s", self.root)
             return
-        snapshot = commit_write(self._manifest(), self._snapshot(), written, self.mode)
         # Nothing below may raise: Spark would call abort() on a published write.
         # Views cache their read plan; make the next query over them plan again.
         notify_drivers()
         try:
             log.info(
                 "lance_partitioned: %s of %d rows into %d partitions of %s published as __manifest version %d",
-                self.mode,
+                self.mode.value,
                 written.rows,
                 len(written.leaves),
                 self.root,
@@ -204,7 +170,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
                 "lance_partitioned: abort could not check the manifest (%s); keeping files", exc
             )
             return
-        abort_write(self._snapshot(), written)
+        self._job(manifest).abort(written)
         if self.created_version is not None:
             self._drop_created_namespace(manifest)
 
@@ -264,7 +230,9 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
             created_version = ns.version
         except NamespaceExistsError:
             pass  # created concurrently: write into it like any existing namespace
-    mode = (DYNAMIC if opts.dynamic_overwrite else OVERWRITE) if overwrite else APPEND
+    mode = WriteMode.APPEND
+    if overwrite:
+        mode = WriteMode.DYNAMIC if opts.dynamic_overwrite else WriteMode.OVERWRITE
     writer = LancePartitionedWriter(opts, 0, new_job_secret(), mode, created_version)
     try:
         snapshot = Snapshot.load(manifest, for_write=True)

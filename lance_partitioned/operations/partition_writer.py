@@ -1,0 +1,345 @@
+"""Phase 1 of a write: split rows by partition and write Lance data files, commit nothing.
+
+``PartitionWriter`` (any number, in any process: Spark tasks or the caller)
+computes partition keys vectorised, splits batches, buffers rows per
+partition within a memory budget and writes Lance data files *without
+committing anything*. It returns ``WrittenFiles``: per leaf, the fragments it
+wrote, mergeable across writers. ``operations.publish`` makes them visible;
+``abort_write`` reclaims them when the write will not be published.
+
+New partitions get their namespace names and table directory from a keyed
+hash of ``(job secret, spec, key)``: random to an observer, yet identical in
+every task of one job, so tasks that meet the same new partition agree on its
+location without talking to each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from collections.abc import Callable, Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+import pyarrow as pa
+from lance.fragment import FragmentMetadata, write_fragments
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name, local_path
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
+from lance_partitioned.errors import PartitionedNamespaceError, SpecError
+from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations.branches import branch_uri, leaf_target
+from lance_partitioned.operations.input import InputConformer, coalesce_batches
+from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
+from lance_partitioned.operations.split import split_by_keys
+from lance_partitioned.operations.transaction import remove_dir, remove_file
+
+# -- what writers produce -----------------------------------------------------
+
+
+@dataclass
+class LeafWrite:
+    """Files written for one leaf by one or more writers; nothing committed yet."""
+
+    spec_id: int
+    key: tuple[Any, ...]
+    object_id: str
+    location: str
+    is_new: bool
+    base_version: int | None
+    new_namespaces: list[tuple[str, int]]  # (object_id, level) of namespaces to create
+    fragments: list[str] = field(default_factory=list)  # FragmentMetadata JSON
+    rows: int = 0
+    # The Lance branch the leaf is published on (None: main): files go to its
+    # directory and the staged version to its history (``branches.leaf_target``).
+    branch: str | None = None
+
+    def fragment_metadata(self) -> list[FragmentMetadata]:
+        """The written fragments, decoded."""
+        return [FragmentMetadata.from_json(f) for f in self.fragments]
+
+    def files_uri(self, snapshot: Snapshot) -> str:
+        """Where this write's data files go: the leaf, or its branch's directory."""
+        return branch_uri(snapshot.leaf_uri(self.location), self.branch)
+
+
+@dataclass
+class WrittenFiles:
+    """Everything one job wrote, keyed by (spec_id, partition key). Mergeable across tasks."""
+
+    snapshot_version: int
+    leaves: dict[tuple[int, tuple[Any, ...]], LeafWrite] = field(default_factory=dict)
+
+    def merge(self, other: WrittenFiles) -> WrittenFiles:
+        if other.snapshot_version != self.snapshot_version:
+            raise PartitionedNamespaceError(
+                f"cannot merge writes planned against manifest versions {self.snapshot_version} "
+                f"and {other.snapshot_version}"
+            )
+        for k, lw in other.leaves.items():
+            mine = self.leaves.get(k)
+            if mine is None:
+                self.leaves[k] = lw
+            else:
+                mine.fragments.extend(lw.fragments)
+                mine.rows += lw.rows
+        return self
+
+    @property
+    def rows(self) -> int:
+        return sum(lw.rows for lw in self.leaves.values())
+
+
+# -- phase 1: writing files ---------------------------------------------------
+
+
+class PartitionResolver:
+    """Maps partition keys of the current spec to existing leaves or new locations."""
+
+    def __init__(self, snapshot: Snapshot, secret: bytes, replacing: Collection[str] = ()):
+        self.snapshot = snapshot
+        self.spec: PartitionSpec = snapshot.current_spec
+        self.secret = secret
+        # leaves this write replaces get a new leaf, never an append
+        self._leaves = {
+            tuple(leaf.values): leaf
+            for leaf in snapshot.leaves_of_spec(self.spec.spec_id)
+            if leaf.object_id not in replacing
+        }
+        self._namespaces: dict[tuple[Any, ...], str] = {}
+        ns_rows = snapshot.namespace_rows(self.spec.spec_id).to_pydict()
+        cols = [f.column for f in self.spec.fields]
+        for i, oid in enumerate(ns_rows["object_id"]):
+            depth = len(layout.split_id(oid)) - 1
+            if depth < 1:
+                continue
+            prefix = tuple(ns_rows[c][i] if c in ns_rows else None for c in cols[:depth])
+            self._namespaces[prefix] = oid
+
+    def resolve(self, key: tuple[Any, ...]) -> LeafWrite:
+        spec = self.spec
+        existing: Leaf | None = self._leaves.get(key)
+        if existing is not None:
+            target = leaf_target(
+                self.snapshot.leaf_uri(existing.location),
+                existing,
+                self.snapshot.manifest.storage_options,
+            )
+            return LeafWrite(
+                spec.spec_id,
+                key,
+                existing.object_id,
+                existing.location,
+                is_new=False,
+                base_version=target.published,
+                new_namespaces=[],
+                branch=target.branch,
+            )
+        parent = layout.spec_namespace(spec.spec_id)
+        new_ns: list[tuple[str, int]] = []
+        for level in range(1, len(spec.fields) + 1):
+            prefix = key[:level]
+            oid = self._namespaces.get(prefix)
+            if oid is None:
+                label = f"{spec.spec_id}:{level}:{prefix!r}"
+                oid = layout.join_id(parent, derived_namespace_name(self.secret, label))
+                new_ns.append((oid, level))
+            parent = oid
+        table_id = layout.join_id(parent, layout.TABLE_NAME)
+        location = f"{derived_hex(self.secret, repr((spec.spec_id, key)))}_{table_id}"
+        return LeafWrite(spec.spec_id, key, table_id, location, True, None, new_ns)
+
+
+class PartitionWriter:
+    """Buffers rows per partition and writes Lance data files; commits nothing.
+
+    Memory stays bounded by ``max_buffer_bytes`` however many partitions the
+    input touches: when the budget is exceeded the largest buffers are flushed.
+    """
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        secret: bytes,
+        *,
+        max_buffer_bytes: int = 1 << 30,
+        max_rows_per_file: int = 1 << 20,
+        progress: Callable[[int], None] | None = None,
+        replacing: Collection[str] = (),
+    ):
+        problem = spec_problem(snapshot)
+        if problem is not None:  # e.g. a source id not in the schema: every key would be NULL
+            raise SpecError(f"refusing to write to {snapshot.manifest.root!r}: {problem}")
+        self.snapshot = snapshot
+        self.spec = snapshot.current_spec
+        self.conform = InputConformer(snapshot.schema)
+        self.resolver = PartitionResolver(snapshot, secret, replacing)
+        self.max_buffer_bytes = max_buffer_bytes
+        self.max_rows_per_file = max_rows_per_file
+        self.progress = progress
+        self.result = WrittenFiles(snapshot.version)
+        self._buffers: dict[tuple[Any, ...], list[pa.RecordBatch]] = {}
+        self._buffer_bytes: dict[tuple[Any, ...], int] = {}
+        self._buffer_rows: dict[tuple[Any, ...], int] = {}
+        self._total_bytes = 0
+        self._new_layout = namespace_layout(snapshot.schema)
+        self._mappings: dict[str, tuple[WriteMapping, str | None]] = {}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Accept one batch (any column order; cast to the namespace schema)."""
+        self._accept(batch.num_rows, self._split(batch))
+
+    def write_all(self, batches: Iterable[pa.RecordBatch], threads: int = 2) -> None:
+        """Accept a stream of batches, splitting up to ``threads`` of them at once.
+
+        Small batches are first coalesced (``coalesce_batches``). Splitting is
+        CPU-bound Arrow work that releases the GIL; buffering stays in order on
+        this thread, and at most ``threads`` batches are in flight.
+        """
+        with ThreadPoolExecutor(threads) as pool:
+            pending: list[tuple[int, Any]] = []
+            for batch in coalesce_batches(batches):
+                pending.append((batch.num_rows, pool.submit(self._split, batch)))
+                if len(pending) >= threads:
+                    rows, fut = pending.pop(0)
+                    self._accept(rows, fut.result())
+            for rows, fut in pending:
+                self._accept(rows, fut.result())
+
+    def _split(self, batch: pa.RecordBatch) -> list[tuple[tuple[Any, ...], pa.RecordBatch]]:
+        batch = self.conform(batch)
+        keys = [f.values(batch, self.snapshot.schema) for f in self.spec.fields]
+        return list(split_by_keys(batch, keys))
+
+    def _accept(self, num_rows: int, groups: list[tuple[tuple[Any, ...], pa.RecordBatch]]) -> None:
+        for key, rows in groups:
+            self._buffer(key, rows)
+        if self.progress:
+            self.progress(num_rows)
+        while self._total_bytes > self.max_buffer_bytes:
+            self._flush(max(self._buffer_bytes, key=self._buffer_bytes.__getitem__))
+
+    def _buffer(self, key: tuple[Any, ...], rows: pa.RecordBatch) -> None:
+        if (self.spec.spec_id, key) not in self.result.leaves:
+            self.result.leaves[(self.spec.spec_id, key)] = self.resolver.resolve(key)
+        self._buffers.setdefault(key, []).append(rows)
+        size = rows.nbytes
+        self._buffer_bytes[key] = self._buffer_bytes.get(key, 0) + size
+        self._buffer_rows[key] = self._buffer_rows.get(key, 0) + rows.num_rows
+        self._total_bytes += size
+        if self._buffer_rows[key] >= self.max_rows_per_file:
+            self._flush(key)
+
+    def _take(self, key: tuple[Any, ...]) -> list[pa.RecordBatch]:
+        self._total_bytes -= self._buffer_bytes.pop(key, 0)
+        self._buffer_rows.pop(key, None)
+        return self._buffers.pop(key, [])
+
+    def _flush(self, key: tuple[Any, ...]) -> None:
+        self._write_files(key, self._take(key))
+
+    def _write_files(self, key: tuple[Any, ...], batches: list[pa.RecordBatch]) -> None:
+        """Write one partition's buffered rows as Lance data files (thread-safe per key)."""
+        if not batches:
+            return
+        lw = self.result.leaves[(self.spec.spec_id, key)]
+        table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
+        if lw.is_new:
+            layout, storage_version, mode = self._new_layout, None, "create"
+            table = table.cast(layout.arrow)
+        else:
+            mapping, storage_version = self._leaf_mapping(lw)
+            layout, mode = mapping.layout, "overwrite"
+            table = mapping.conform(table)
+        # Files get Lance's own numbering of these columns (not checked against
+        # the leaf's latest version, which may hold someone's unpublished
+        # change), then the fragment metadata maps them to the leaf's ids.
+        frags = write_fragments(
+            table,
+            lw.files_uri(self.snapshot),
+            schema=layout.arrow,
+            mode=mode,
+            max_rows_per_file=self.max_rows_per_file,
+            data_storage_version=storage_version,
+            storage_options=self.snapshot.manifest.storage_options,
+        )
+        lw.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
+        lw.rows += table.num_rows
+
+    def _leaf_mapping(self, lw: LeafWrite) -> tuple[WriteMapping, str | None]:
+        """An existing leaf keeps its columns and ids, plus the namespace columns it lacks."""
+        hit = self._mappings.get(lw.object_id)
+        if hit is None:
+            leaf = lance.dataset(
+                lw.files_uri(self.snapshot),
+                version=lw.base_version,
+                storage_options=self.snapshot.manifest.storage_options,
+            )
+            hit = (
+                WriteMapping(self.snapshot.schema, leaf, lw.object_id),
+                leaf.data_storage_version,
+            )
+            self._mappings[lw.object_id] = hit
+        return hit
+
+    def finish(self) -> WrittenFiles:
+        """Flush every buffer (partitions in parallel) and return what was written."""
+        pending = [(key, self._take(key)) for key in list(self._buffers)]
+        if len(pending) > 1:
+            with ThreadPoolExecutor(min(4, len(pending))) as pool:
+                list(pool.map(lambda item: self._write_files(*item), pending))
+        else:
+            for key, batches in pending:
+                self._write_files(key, batches)
+        return self.result
+
+
+# -- reclaiming the files of a write that will not be published -------------------
+
+
+def abort_write(snapshot: Snapshot, written: WrittenFiles, only: set[str] | None = None) -> None:
+    """Reclaim the files of a write that will not be committed, for leaves nothing was staged on.
+
+    ``only`` limits it to those leaves (object ids); None means every leaf.
+    """
+    for lw in written.leaves.values():
+        if only is not None and lw.object_id not in only:
+            continue
+        if lw.is_new:
+            remove_dir(snapshot.leaf_uri(lw.location))
+        else:
+            for frag in lw.fragment_metadata():
+                for f in frag.files:
+                    remove_file(lw.files_uri(snapshot), f.path)
+
+
+def discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
+    """Delete the files one failed writer of a multi-writer job recorded, and only those.
+
+    Never a whole directory: other writers of the same job (Spark tasks) may be
+    writing into the same new partition directory (names are derived from the
+    job secret); an emptied directory is removed.
+    """
+    for lw in written.leaves.values():
+        base = local_path(lw.files_uri(snapshot))
+        if base is None:
+            continue  # object stores: reclaimed by vacuum
+        for frag in lw.fragment_metadata():
+            for f in frag.files:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(base, "data", f.path))
+        if lw.is_new:
+            for d in (os.path.join(base, "data"), base):
+                try:
+                    os.rmdir(d)  # only when empty: another task may still use it
+                except OSError:
+                    break
+
+
+def new_job_secret() -> bytes:
+    return secrets.token_bytes(32)

@@ -1,0 +1,388 @@
+"""Phase 2 of a write: stage every touched leaf and publish them with one commit.
+
+The protocol (``docs/TRANSACTIONS.md``): stage every touched leaf as a private
+Lance version built on the leaf's *published* content (never on another
+writer's unpublished version; ``operations.staging``), then publish them all
+with one compare-and-swap commit on ``__manifest`` that sets ``read_version``
+of every touched leaf. That commit is the only decision point: before it
+readers see nothing of the write, after it everything. A conflicting commit
+is rebased over where that is safe (``_rebase``); a failure rolls back what
+was staged and deletes the files of leaves staging never reached.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
+from lance_partitioned.catalog.mirror import mirror_metadata
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.operations import leases
+from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.field_ids import IdLayout
+from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
+from lance_partitioned.operations.leaf_schema import namespace_layout
+from lance_partitioned.operations.leases import Lease
+from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles, abort_write
+from lance_partitioned.operations.staging import (
+    StagedLeaf,
+    stage_leaf,
+    stage_new_leaf,
+    txn_versions,
+)
+from lance_partitioned.operations.transaction import (
+    StagedSet,
+    new_txn_id,
+    pause_point,
+    run_parallel,
+)
+
+log = logging.getLogger(__name__)
+
+
+class WriteMode(enum.Enum):
+    """What a published write does with the partitions it did not write.
+
+    ``APPEND`` keeps them and adds rows; ``OVERWRITE`` removes them (the whole
+    namespace becomes exactly this write); ``DYNAMIC`` keeps them and replaces
+    only the partitions the write touched. The value names the mode in leases
+    and logs.
+    """
+
+    APPEND = "append"
+    OVERWRITE = "overwrite"
+    DYNAMIC = "dynamic"
+
+
+def _leaf_change(lw: LeafWrite, mode: WriteMode, snapshot: Snapshot) -> LeafChange:
+    frags = lw.fragment_metadata()
+    # existing leaves keep their own columns and ids, which the files were
+    # written with, and gain the namespace columns they lack (metadata only)
+    if mode is WriteMode.APPEND:
+        return AppendFiles(frags, snapshot.schema, lw.object_id)
+    return ReplaceFiles(None, frags, snapshot.schema, lw.object_id)
+
+
+def _stage(
+    snapshot: Snapshot,
+    lw: LeafWrite,
+    published: Leaf | None,
+    mode: WriteMode,
+    staged: StagedSet,
+) -> StagedLeaf:
+    """Stage one leaf of a write: a new dataset for a new partition, else a new version."""
+    uri = snapshot.leaf_uri(lw.location)
+    opts = snapshot.manifest.storage_options
+    if lw.is_new:
+        staged.new_dirs.append(uri)
+        layout: IdLayout = namespace_layout(snapshot.schema)
+        return stage_new_leaf(uri, layout, lw.fragment_metadata(), staged.txn, opts)
+    assert published is not None
+    return _stage_existing(uri, lw, published, mode, staged, opts, snapshot)
+
+
+def _stage_existing(
+    uri: str,
+    lw: LeafWrite,
+    published: Leaf,
+    mode: WriteMode,
+    staged: StagedSet,
+    opts: dict[str, str] | None,
+    snapshot: Snapshot,
+) -> StagedLeaf:
+    """Stage ``lw`` on the published content of an existing leaf (on its branch, if any)."""
+    target = leaf_target(uri, published, opts)
+    if target.branch != lw.branch:
+        # the files were written into the other branch's directory
+        raise CommitConflictError(
+            f"partition {lw.object_id!r} moved from branch {lw.branch or 'main'!r} to "
+            f"{target.branch or 'main'!r} while it was being written; retry the write"
+        )
+    return stage_leaf(
+        target.uri,
+        target.published,
+        _leaf_change(lw, mode, snapshot),
+        staged.txn,
+        opts,
+        branch=target.branch,
+    )
+
+
+def _manifest_rows(
+    snapshot: Snapshot,
+    written: WrittenFiles,
+    versions: dict[str, int],
+    branches: dict[str, str | None] | None = None,
+) -> pa.Table:
+    spec_cols: dict[int, list[str]] = {
+        sid: [f.column for f in s.fields] for sid, s in snapshot.specs.items()
+    }
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for lw in written.leaves.values():
+        spec = snapshot.specs[lw.spec_id]
+        cols = spec_cols[lw.spec_id]
+        for oid, level in lw.new_namespaces:
+            if oid in seen:
+                continue
+            seen.add(oid)
+            row = {"object_id": oid, "object_type": "namespace"}
+            row.update({c: v for c, v in zip(cols[:level], lw.key[:level], strict=True)})
+            f = spec.fields[level - 1]
+            row["metadata"] = mirror_metadata({f.field_id: lw.key[level - 1]})
+            rows.append(row)
+        version = versions[lw.object_id]
+        # a branch-pinned leaf stays on its branch (seed 000: read_branch + read_version)
+        branch = (branches or {}).get(lw.object_id)
+        row = {
+            "object_id": lw.object_id,
+            "object_type": "table",
+            "location": lw.location,
+            "metadata": with_read_mirror(
+                mirror_metadata({f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}),
+                version,
+                branch,
+            ),
+            "read_version": version,
+            "read_branch": branch,
+        }
+        row.update(dict(zip(cols, lw.key, strict=True)))
+        rows.append(row)
+    # Rows inserted concurrently under the same spec would not conflict in Lance
+    # (inserts rebase), so every inserting commit also rewrites its spec's
+    # version-namespace row: two such commits then conflict on that row.
+    rows.extend(lock_rows({lw.spec_id for lw in written.leaves.values() if lw.is_new}))
+    schema = snapshot.dataset.schema
+    return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
+
+
+def _deletes_for_overwrite(snapshot: Snapshot, keep: set[str]) -> list[str]:
+    rows = snapshot.dataset.to_table(columns=["object_id", "object_type"]).to_pydict()
+    tables = [
+        o for o, t in zip(rows["object_id"], rows["object_type"], strict=True) if t == "table"
+    ]
+    remaining = [o for o in tables if o in keep]
+    ancestors = {
+        layout.join_id(*layout.split_id(o)[:i])
+        for o in remaining
+        for i in range(1, len(layout.split_id(o)))
+    }
+    out = [o for o in tables if o not in keep]
+    for o, t in zip(rows["object_id"], rows["object_type"], strict=True):
+        if (
+            t == "namespace"
+            and len(layout.split_id(o)) > 1
+            and o not in ancestors
+            and o not in keep
+        ):
+            out.append(o)
+    return out
+
+
+def _publish_rows(
+    base: Snapshot,
+    written: WrittenFiles,
+    staged: StagedSet,
+    mode: WriteMode,
+    replaces: Sequence[str] = (),
+) -> tuple[pa.Table, list[str]]:
+    """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
+    versions = {oid: s.version for oid, s in staged.leaves.items()}
+    branches = {oid: s.branch for oid, s in staged.leaves.items()}
+    upserts = _manifest_rows(base, written, versions, branches)
+    deletes: list[str] = []
+    if mode is WriteMode.OVERWRITE or replaces:
+        keep = {lw.object_id for lw in written.leaves.values()}
+        keep |= {oid for lw in written.leaves.values() for oid, _ in lw.new_namespaces}
+        if mode is not WriteMode.OVERWRITE:
+            keep |= {leaf.object_id for leaf in base.leaves()} - set(replaces)
+        deletes = _deletes_for_overwrite(base, keep)
+        if deletes:
+            lock = pa.Table.from_pylist(
+                lock_rows({layout.spec_id_of(d) for d in deletes}), schema=base.dataset.schema
+            )
+            upserts = _dedupe(pa.concat_tables([upserts, lock]))
+    return upserts, deletes
+
+
+def commit_write(
+    manifest: Manifest,
+    snapshot: Snapshot,
+    written: WrittenFiles,
+    mode: WriteMode = WriteMode.APPEND,
+    max_rebase: int = 5,
+    replaces: Sequence[str] = (),
+    lease: Lease | None = None,
+) -> Snapshot:
+    """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
+
+    ``mode`` (``WriteMode``): ``APPEND``; ``OVERWRITE`` (the whole namespace
+    becomes exactly this write); ``DYNAMIC`` (only the partitions in this write
+    are replaced).
+    ``replaces`` lists leaves (object ids) removed in the same commit: moving
+    partitions from an older spec into the current one is all-or-nothing.
+
+    Contract: when this returns, the write is visible to every reader of the
+    returned version and later ones, all at once; when it raises, no reader of
+    any version ever sees any of it (staged leaf versions stay unpublished and
+    the next writer or ``vacuum`` reclaims them). A concurrent commit to other
+    partitions is rebased over; a concurrent append to the same partition is
+    rebased over by an append; anything else raises a retryable
+    CommitConflictError.
+
+    ``lease`` is the lease the caller took before writing the files
+    (``operations.leases``); without one, a lease is taken here, which protects
+    the staged versions but not files written before the call. Right before
+    publishing, every staged version and file must still exist and the lease
+    must hold, else nothing is published (StagedFilesMissingError, LeaseLostError).
+    """
+    mode = WriteMode(mode)  # a WriteMode, or its value ("append", ...); else ValueError
+    if written.snapshot_version != snapshot.version:
+        raise PartitionedNamespaceError("files were written against a different snapshot")
+    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
+    existing = [lw for lw in written.leaves.values() if not lw.is_new]
+    planned: dict[str, Leaf] = {}
+    if existing:
+        by_id = {leaf.object_id: leaf for leaf in snapshot.leaves()}
+        planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
+    pause_point("files_written")
+    published: int | None = None
+    own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
+    staged.lease = lease or own
+    try:
+        run_parallel(
+            list(written.leaves.values()),
+            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged),
+            lambda lw, s: staged.leaves.__setitem__(lw.object_id, s),
+        )
+        pause_point("leaves_staged")
+        base = snapshot
+        for attempt in range(max_rebase + 1):
+            upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
+            staged.before_publish()
+            try:
+                published = manifest.commit(base.dataset, upserts, deletes).version
+                break
+            except CommitConflictError:
+                if attempt == max_rebase:
+                    raise
+                base = _rebase(manifest, snapshot, written, mode, planned, staged)
+                _check_replaced_unchanged(snapshot, base, replaces)
+    except BaseException:
+        if published is None and not staged.landed(manifest, snapshot.version):
+            staged.rollback()
+            _discard_unstaged(snapshot, written, staged)
+        raise
+    finally:
+        if own is not None:
+            own.release()
+    # Once __manifest is committed the write is published: nothing below may undo it.
+    pause_point("published")
+    return Snapshot.load(manifest, published)
+
+
+def _check_replaced_unchanged(planned: Snapshot, latest: Snapshot, replaces: Sequence[str]) -> None:
+    """Leaves being replaced must still be exactly what the write read."""
+    if not replaces:
+        return
+    before = {leaf.object_id: leaf for leaf in planned.leaves()}
+    now = {leaf.object_id: leaf for leaf in latest.leaves()}
+    for oid in replaces:
+        if now.get(oid) != before.get(oid):
+            raise CommitConflictError(
+                f"partition {oid!r} changed while it was being rewritten; retry"
+            )
+
+
+def _dedupe(table: pa.Table) -> pa.Table:
+    seen: set[str] = set()
+    keep = []
+    for i, oid in enumerate(table.column("object_id").to_pylist()):
+        if oid not in seen:
+            seen.add(oid)
+            keep.append(i)
+    return table.take(keep)
+
+
+def _rebase(
+    manifest: Manifest,
+    planned: Snapshot,
+    written: WrittenFiles,
+    mode: WriteMode,
+    published: dict[str, Leaf],
+    staged: StagedSet,
+) -> Snapshot:
+    """Reload the manifest after a conflict and make the write apply on top of it.
+
+    - the schema or spec changed, or a partition this write creates was created
+      meanwhile: fail;
+    - full overwrite: fail if any partition changed (it would silently erase a
+      concurrent write);
+    - a touched partition was republished: appends re-stage on the new
+      published version (blind appends commute); overwrites fail.
+    """
+    latest = Snapshot.load(manifest, for_write=True)
+    if latest.specs != planned.specs or latest.schema != planned.schema:
+        raise CommitConflictError("the namespace schema or partition spec changed during the write")
+    by_id = {leaf.object_id: leaf for leaf in latest.leaves()}
+    if mode is WriteMode.OVERWRITE:
+        before = {leaf.object_id: leaf.version_ref() for leaf in planned.leaves()}
+        if before != {oid: leaf.version_ref() for oid, leaf in by_id.items()}:
+            raise CommitConflictError(
+                "partitions changed concurrently during an overwrite of the whole namespace"
+            )
+    by_key = {(leaf.spec_id, tuple(leaf.values)) for leaf in by_id.values()}
+    for (sid, key), lw in written.leaves.items():
+        if lw.is_new:
+            if (sid, key) in by_key:
+                raise CommitConflictError(
+                    f"partition {key} of spec v{sid} was created concurrently by another writer"
+                )
+            continue
+        now = by_id.get(lw.object_id)
+        if now is not None and now.version_ref() == published[lw.object_id].version_ref():
+            continue
+        if now is None or mode is not WriteMode.APPEND:
+            raise CommitConflictError(
+                f"partition {lw.object_id!r} was changed or removed concurrently by another writer"
+            )
+        uri = latest.leaf_uri(lw.location)
+        staged.leaves[lw.object_id] = _stage_existing(
+            uri, lw, now, mode, staged, manifest.storage_options, latest
+        )
+        published[lw.object_id] = now
+    log.info("rebased write onto __manifest version %d", latest.version)
+    return latest
+
+
+def _discard_unstaged(snapshot: Snapshot, written: WrittenFiles, staged: StagedSet) -> None:
+    """After a failed commit: delete the files of leaves staging never reached.
+
+    Staging stops at the first failure, so some leaves may still hold only our
+    written files (a new leaf directory, or files under an existing leaf's
+    ``data/``). A failed write leaves nothing behind. Files a version of this
+    transaction references (a staging attempt that landed and was retried) are
+    kept: deleting them would leave that version dangling; ``vacuum`` removes both.
+    """
+    opts = snapshot.manifest.storage_options
+    only: set[str] = set()
+    for lw in written.leaves.values():
+        if lw.object_id in staged.leaves:
+            continue
+        if not lw.is_new:
+            uri = lw.files_uri(snapshot)
+            try:
+                if txn_versions(uri, lw.base_version or 0, staged.txn, opts):
+                    continue
+            except Exception as exc:  # cannot tell: keeping files is the safe side
+                log.warning("keeping the written files of %s: %s", lw.object_id, exc)
+                continue
+        only.add(lw.object_id)
+    abort_write(snapshot, written, only=only)
