@@ -1,4 +1,4 @@
-"""SQL filter text <-> AST (lance_partitioned.format.sql), checked against Lance,
+"""SQL filter text <-> AST (lance_partitioned.format.filters), checked against Lance,
 pyarrow and DataFusion."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 import pytest
+from ast_to_pyarrow import to_pyarrow
 from datafusion import SessionConfig, SessionContext, col, lit
 from datafusion import functions as F
 from hypothesis import HealthCheck, given, settings
@@ -28,16 +29,11 @@ from lance_partitioned.format.expressions import (
     Or,
     Ref,
 )
-from lance_partitioned.format.sql import (
-    FilterParseError,
-    from_datafusion,
-    from_pyarrow,
-    parse_filter,
-    quote_identifier,
-    render_literal,
-    to_pyarrow,
-    to_sql,
-)
+from lance_partitioned.format.filters.from_datafusion import from_datafusion
+from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
+from lance_partitioned.format.filters.parse import parse_filter
+from lance_partitioned.format.filters.render import quote_identifier, render_literal, to_sql
+from lance_partitioned.format.filters.tokens import FilterParseError
 
 D = decimal.Decimal
 UTC = dt.timezone.utc

@@ -19,14 +19,12 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr, referenced_columns
+from lance_partitioned.format.filters.from_datafusion import from_datafusion
+from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
+from lance_partitioned.format.filters.parse import parse_filter
+from lance_partitioned.format.filters.render import to_sql
+from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.format.sql import (
-    FilterParseError,
-    from_datafusion,
-    from_pyarrow,
-    parse_filter,
-    to_sql,
-)
 from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.pruning import bind, manifest_filter, residual_filter, to_nnf
 
