@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
-import pyarrow as pa
 from lance.dataset import Transaction
 from lance.fragment import FragmentMetadata
 
@@ -48,6 +47,7 @@ from lance_partitioned.errors import (  # ForeignChangeError: re-exported, it li
     ForeignChangeError,  # noqa: F401
     PartitionedNamespaceError,
 )
+from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.staged_check import (
     check_staged,
@@ -218,20 +218,11 @@ class DeleteRows(LeafChange):
         for batch in base.to_batches(columns=mapping.leaf_columns, with_row_address=True):
             rows = mapping.conform(batch)
             rows = rows.append_column("_lp_addr", batch.column("_rowaddr"))
-            addresses.extend(_datafusion_filter(rows, self.predicate).to_pylist())
+            matched = filter_batch(rows, self.predicate, ["_lp_addr"])
+            addresses.extend(matched.column(0).to_pylist())
         if not addresses:
             return None
         return f"_rowaddr IN ({', '.join(str(a) for a in addresses)})"
-
-
-def _datafusion_filter(batch: pa.RecordBatch, sql: str) -> pa.Array:
-    """``_lp_addr`` of the rows of ``batch`` matching ``sql`` (Lance's SQL dialect)."""
-    from datafusion import SessionConfig, SessionContext
-
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
-    ctx.register_record_batches("t", [[batch]])
-    out = ctx.sql(f"SELECT _lp_addr FROM t WHERE {sql}").to_arrow_table()
-    return out.column(0).combine_chunks()
 
 
 @dataclass
