@@ -977,6 +977,16 @@ def test_from_pyarrow_semantics(expr, table, lance_ds):
     assert _pyarrow_ids(table, to_pyarrow(translated, schema=table.schema)) == expected
 
 
+def test_from_pyarrow_negated_negative_literal():
+    """negate(-5) is 5: the old route through SQL text spelled it ``(--5)``, which
+    the tokenizer reads as a comment."""
+    assert from_pyarrow(FIELD("a") < pc.negate(pc.scalar(-5))) == Compare("<", Ref("a"), Literal(5))
+    # in an opaque predicate the text stays valid SQL
+    opaque = from_pyarrow(FIELD("a") < pc.add(FIELD("b"), pc.negate(pc.scalar(-5))))
+    assert opaque == Opaque("a < (b + (- -5))", ("a", "b"))
+    assert parse_filter(to_sql(opaque)) == opaque
+
+
 def test_from_pyarrow_unsupported():
     with pytest.raises(ValueError, match="if_else"):
         from_pyarrow(pc.if_else(FIELD("a"), FIELD("b"), FIELD("c")))

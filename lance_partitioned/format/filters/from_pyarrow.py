@@ -14,8 +14,9 @@ from typing import Any
 
 from lance_partitioned.format.arrow_c import CArrowSchema, read_metadata
 from lance_partitioned.format.expressions import Expr
-from lance_partitioned.format.filters.parse import parse_filter
-from lance_partitioned.format.filters.render import escape_like, quote_identifier, render_literal
+from lance_partitioned.format.filters import terms
+from lance_partitioned.format.filters.render import escape_like
+from lance_partitioned.format.filters.terms import Term
 
 
 def scalar_to_py(scalar: Any) -> Any:
@@ -171,40 +172,45 @@ _PA_LOGICAL = {
     "and_not": ("AND NOT", False),
 }
 _BOOL_CALLS = {"invert", "is_null", "is_valid", "is_in"} | set(_PA_COMPARE) | set(_PA_LOGICAL)
+_LIKE_CALLS = {"match_like", "starts_with", "ends_with", "match_substring"}
 
 
-def _pa_value_sql(n: _PaNode) -> str:
+def _value(n: _PaNode) -> Term:
+    """A pyarrow node used as a value."""
     if n.kind == "field":
-        return quote_identifier(n.value)
+        return terms.column(n.value)
     if n.kind == "literal":
-        return render_literal(scalar_to_py(n.value))
+        return terms.literal(scalar_to_py(n.value))
     name = n.value
     args = n.args or []
     if name in _PA_ARITH and len(args) == 2:
-        return f"({_pa_value_sql(args[0])} {_PA_ARITH[name]} {_pa_value_sql(args[1])})"
+        left, right = _value(args[0]), _value(args[1])
+        return terms.paren(terms.other(f"{left.sql} {_PA_ARITH[name]} {right.sql}", left, right))
     if name in ("negate", "negate_checked") and len(args) == 1:
-        return f"(-{_pa_value_sql(args[0])})"
+        return terms.negative(_value(args[0]))
     if name in _PA_FUNCTIONS:
-        return f"{_PA_FUNCTIONS[name]}({', '.join(_pa_value_sql(a) for a in args)})"
+        parts = [_value(a) for a in args]
+        sql = f"{_PA_FUNCTIONS[name]}({', '.join(a.sql for a in parts)})"
+        return terms.other(sql, *parts)
     if name == "cast" and len(args) == 1 and n.options is not None:
         to_type = n.options.type.field("to_type").type
-        return f"CAST({_pa_value_sql(args[0])} AS {arrow_type_to_sql(to_type)})"
-    if name in _BOOL_CALLS or name in ("match_like", "starts_with", "ends_with", "match_substring"):
-        return f"({_pa_bool_sql(n, positive=False)})"
+        return terms.cast(_value(args[0]), arrow_type_to_sql(to_type))
+    if name in _BOOL_CALLS or name in _LIKE_CALLS:
+        return terms.paren(_predicate(n, positive=False))
     raise ValueError(f"cannot translate pyarrow function {name!r} to SQL")
 
 
-def _pa_bool_sql(n: _PaNode, positive: bool) -> str:
-    """SQL for a boolean pyarrow node. In a ``positive`` context (under no NOT)
-    NULL and FALSE filter alike, so pyarrow's never-null is_in may become a
-    plain SQL IN; under a NOT the exact three-valued translation is used."""
+def _predicate(n: _PaNode, positive: bool) -> Term:
+    """A pyarrow node used as a predicate. In a ``positive`` context (under no
+    NOT) NULL and FALSE filter alike, so pyarrow's never-null is_in may become
+    a plain SQL IN; under a NOT the exact three-valued translation is used."""
     if n.kind != "call":
-        return _pa_value_sql(n)
+        return _value(n)
     name = n.value
     args = n.args or []
     opts = n.options.as_py() if n.options is not None else {}
     if name in _PA_COMPARE:
-        return f"{_pa_value_sql(args[0])} {_PA_COMPARE[name]} {_pa_value_sql(args[1])}"
+        return terms.compare(_PA_COMPARE[name], _value(args[0]), _value(args[1]))
     if name in _PA_LOGICAL:
         op, kleene = _PA_LOGICAL[name]
         if not kleene and not positive:
@@ -213,24 +219,26 @@ def _pa_bool_sql(n: _PaNode, positive: bool) -> str:
             raise ValueError(
                 f"pyarrow's non-Kleene {name!r} under a negation has no SQL equivalent; use & / |"
             )
+        left = _predicate(args[0], positive)
         if op == "AND NOT":
-            right = f"NOT ({_pa_bool_sql(args[1], not positive)})"
+            right = terms.negation(_predicate(args[1], not positive), parenthesize=True)
             op = "AND"
         else:
-            right = _pa_bool_sql(args[1], positive)
-        return f"({_pa_bool_sql(args[0], positive)} {op} {right})"
+            right = _predicate(args[1], positive)
+        return terms.paren(terms.logical(op, left, right))
     if name == "invert":
-        return f"NOT ({_pa_bool_sql(args[0], not positive)})"
+        return terms.negation(_predicate(args[0], not positive), parenthesize=True)
     if name == "is_null":
-        target = _pa_value_sql(args[0])
+        target = _value(args[0])
         if opts.get("nan_is_null"):
-            return f"({target} IS NULL OR isnan({target}))"
-        return f"{target} IS NULL"
+            isnan = terms.other(f"isnan({target.sql})", target)
+            return terms.paren(terms.logical("OR", terms.is_null(target, False), isnan))
+        return terms.is_null(target, False)
     if name == "is_valid":
-        return f"{_pa_value_sql(args[0])} IS NOT NULL"
+        return terms.is_null(_value(args[0]), True)
     if name == "is_in":
-        return _pa_is_in_sql(args[0], n.options, positive)
-    if name in ("match_like", "starts_with", "ends_with", "match_substring"):
+        return _is_in(_value(args[0]), n.options, positive)
+    if name in _LIKE_CALLS:
         pattern = opts["pattern"]
         if name == "starts_with":
             pattern = escape_like(pattern) + "%"
@@ -239,14 +247,14 @@ def _pa_bool_sql(n: _PaNode, positive: bool) -> str:
         elif name == "match_substring":
             pattern = "%" + escape_like(pattern) + "%"
         op = "ILIKE" if opts.get("ignore_case") else "LIKE"
-        return f"{_pa_value_sql(args[0])} {op} {render_literal(pattern)}"
-    return _pa_value_sql(n)
+        return terms.like(_value(args[0]), op, terms.literal(pattern), False)
+    return _value(n)
 
 
-def _pa_is_in_sql(target: _PaNode, options: Any, positive: bool) -> str:
-    value_set = options["value_set"].values
-    values = [scalar_to_py(s) for s in value_set]
-    present = [v for v in values if v is not None]
+def _is_in(x: Term, options: Any, positive: bool) -> Term:
+    """pyarrow's is_in, whose null handling is an option, in SQL three-valued logic."""
+    values = [scalar_to_py(s) for s in options["value_set"].values]
+    present = [terms.literal(v) for v in values if v is not None]
     has_null = len(present) != len(values)
     fields = {f.name for f in options.type}
     if "null_matching_behavior" in fields:
@@ -255,29 +263,29 @@ def _pa_is_in_sql(target: _PaNode, options: Any, positive: bool) -> str:
         ]
     else:
         behavior = "SKIP" if options["skip_nulls"].as_py() else "MATCH"
-    x = _pa_value_sql(target)
-    in_list = f"{x} IN ({', '.join(render_literal(v) for v in present)})" if present else "FALSE"
+    false, null = terms.literal(False), terms.literal(None)
+    found = terms.in_list(x, present, False) if present else false
+    # NULL where x is NULL, FALSE otherwise
+    null_if_null = terms.paren(terms.logical("AND", terms.is_null(x, False), null))
     if behavior == "INCONCLUSIVE":  # SQL semantics
         if has_null:
-            return f"{x} IN ({', '.join(render_literal(v) for v in [*present, None])})"
-        if present:
-            return in_list
-        return f"({x} IS NULL AND NULL)"
-    if behavior == "MATCH":
+            return terms.in_list(x, [*present, null], False)
+        return found if present else null_if_null
+    if behavior == "MATCH" and has_null:
         # never NULL: a null x matches iff the set holds a null
-        if has_null:
-            return f"({x} IS NULL OR {in_list})"
-        return in_list if positive else f"({x} IS NOT NULL AND {in_list})"
-    if behavior == "SKIP":  # never NULL, a null x never matches
-        return in_list if positive else f"({x} IS NOT NULL AND {in_list})"
+        return terms.paren(terms.logical("OR", terms.is_null(x, False), found))
+    if behavior in ("MATCH", "SKIP"):  # never NULL, a null x never matches
+        if positive:
+            return found
+        return terms.paren(terms.logical("AND", terms.is_null(x, True), found))
     # EMIT_NULL: null x -> NULL, nulls in the set ignored
     if present:
-        return in_list
-    return "FALSE" if positive else f"({x} IS NULL AND NULL)"
+        return found
+    return false if positive else null_if_null
 
 
 def from_pyarrow(expr: Any) -> Expr:
-    """Translate a ``pyarrow.compute.Expression`` (best effort).
+    """Translate a ``pyarrow.compute.Expression`` into the filter AST.
 
     Handles field references, scalars (int, float, decimal, string, binary,
     bool, date, timestamp, time, null), comparisons, and/or (Kleene),
@@ -288,12 +296,11 @@ def from_pyarrow(expr: Any) -> Expr:
 
     Rather than parsing ``str(expr)`` (which loses types: binary prints as a
     string, decimals as floats, zones are dropped), this reads Arrow's own
-    serialization of the expression, then goes through SQL text so the result
-    is exactly what ``parse_filter`` would produce.
+    serialization of the expression and translates it node by node, to the
+    same AST ``parse_filter`` gives for the equivalent SQL.
     """
     import pyarrow.compute as pc
 
     if not isinstance(expr, pc.Expression):
         raise TypeError(f"expected a pyarrow.compute.Expression, got {type(expr).__name__}")
-    tree = _pa_tree(expr)
-    return parse_filter(_pa_bool_sql(tree, positive=True))
+    return terms.as_bool(_predicate(_pa_tree(expr), positive=True))

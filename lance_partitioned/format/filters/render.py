@@ -161,6 +161,27 @@ def render_literal(value: Any) -> str:
     raise ValueError(f"cannot render a literal of type {type(value).__name__}: {value!r}")
 
 
+def literal_value(value: Any) -> Any:
+    """The value ``parse_filter`` reads back from ``render_literal(value)``: the
+    form a filter literal holds. An instant becomes a UTC datetime, an integer
+    beyond 64 bits a Decimal, a decimal its plain spelling (``1E+2`` -> ``100``),
+    bytes-like values bytes; ValueError for what cannot be rendered."""
+    render_literal(value)  # the same errors as rendering
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, int):
+        return value if _INT64_MIN <= value <= _UINT64_MAX else decimal.Decimal(value)
+    if isinstance(value, decimal.Decimal):
+        return decimal.Decimal(f"{value:f}")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, dt.datetime):
+        return value if value.utcoffset() is None else value.astimezone(dt.timezone.utc)
+    if isinstance(value, (dt.date, dt.time)):
+        return value
+    return literal_value(value.item())  # a numpy scalar (render_literal accepted it)
+
+
 _PREC_OR, _PREC_AND, _PREC_NOT = 1, 2, 3
 
 
