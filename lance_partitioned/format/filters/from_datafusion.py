@@ -10,9 +10,11 @@ import re
 from typing import Any
 
 from lance_partitioned.format.expressions import Expr
+from lance_partitioned.format.filters import terms
 from lance_partitioned.format.filters.from_pyarrow import scalar_to_py
-from lance_partitioned.format.filters.parse import parse_filter
-from lance_partitioned.format.filters.render import quote_identifier, render_literal
+from lance_partitioned.format.filters.literal_text import NOT_CASTABLE, fold_arrow_cast
+from lance_partitioned.format.filters.terms import Term
+from lance_partitioned.format.filters.tokens import RESERVED
 
 _DF_SIMPLE_TYPES = {
     "Int8": "TINYINT",
@@ -74,100 +76,142 @@ _DF_IS_VARIANTS = {
 }
 
 
-def _df_sql(e: Any) -> str:
-    """SQL text for a datafusion.Expr (column names unqualified)."""
+_COMPARISONS = {"=", "!=", "<", "<=", ">", ">="}
+_REGEX_MATCHES = {"~", "~*", "!~", "!~*"}
+_ARITHMETIC = {"+", "-", "*", "/", "%", "||", "&", "|", "^", "<<", ">>"}
+
+
+def _binary(left: Term, op: str, right: Term) -> Term:
+    """``(left op right)``."""
+    if op in _COMPARISONS:
+        inner = terms.compare(op, left, right)
+    elif op in _REGEX_MATCHES or op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+        inner = terms.opaque(f"{left.sql} {op} {right.sql}", left, right)
+    elif op in ("AND", "OR"):
+        inner = terms.logical(op, left, right)
+    elif op in _ARITHMETIC:
+        inner = terms.other(f"{left.sql} {op} {right.sql}", left, right)
+    else:
+        raise ValueError(f"cannot translate the DataFusion operator {op!r}")
+    return terms.paren(inner)
+
+
+def _like(e: Any, variant: str) -> Term:
+    v = e.to_variant()
+    inner = _df_wrap(v.expr())
+    rest = e.canonical_name()[len(inner.canonical_name()) :].lstrip()
+    if variant in ("SimilarTo", "RLike") or rest.startswith(("SIMILAR TO", "NOT SIMILAR TO")):
+        op = "SIMILAR TO"
+    elif variant == "ILike" or rest.startswith(("ILIKE", "NOT ILIKE")):
+        op = "ILIKE"
+    else:
+        op = "LIKE"
+    target, pattern = _term(inner), _term(_df_wrap(v.pattern()))
+    return terms.paren(terms.like(target, op, pattern, v.negated(), v.escape_char()))
+
+
+def _cast(e: Any, variant: str) -> Term:
+    operand = _term(_df_wrap(e.to_variant().expr()))
+    type_text = e.canonical_name().rsplit(" AS ", 1)[1][:-1]
+    zoned = _DF_ZONED_TIMESTAMP_RE.fullmatch(type_text.strip())
+    if zoned and variant == "Cast":
+        # SQL's TIMESTAMP has no zone: keep it, in the spelling Lance accepts
+        unit = _DF_UNITS.get(zoned[1], zoned[1])
+        return _call(
+            "arrow_cast", [operand, terms.literal(f'Timestamp({unit}, Some("{zoned[2]}"))')]
+        )
+    keyword = "CAST" if variant == "Cast" else "TRY_CAST"
+    return terms.cast(operand, _df_type_sql(type_text), keyword)
+
+
+def _call(name: str, args: list[Term]) -> Term:
+    """``name(args)``; ``arrow_cast`` of two literals folds to a literal when it can."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.upper() in RESERVED:
+        raise ValueError(f"cannot translate DataFusion function {name!r}")
+    sql = f"{name}({', '.join(a.sql for a in args)})"
+    if name.lower() == "arrow_cast" and len(args) == 2 and all(a.kind == "lit" for a in args):
+        value = fold_arrow_cast(args[0].value, args[1].value)
+        if value is not NOT_CASTABLE:
+            return Term("lit", sql, value=value)
+    return terms.other(sql, *args)
+
+
+def _case(e: Any) -> Term:
+    v = e.to_variant()
+    parts: list[Term] = []
+    words = ["CASE"]
+    base = v.expr()
+    if base is not None:
+        parts.append(_term(_df_wrap(base)))
+        words.append(parts[-1].sql)
+    for when, then in v.when_then_expr():
+        w, t = _term(_df_wrap(when)), _term(_df_wrap(then))
+        parts += [w, t]
+        words.append(f"WHEN {w.sql} THEN {t.sql}")
+    other = v.else_expr()
+    if other is not None:
+        parts.append(_term(_df_wrap(other)))
+        words.append(f"ELSE {parts[-1].sql}")
+    words.append("END")
+    return terms.paren(terms.other(" ".join(words), *parts))
+
+
+def _term(e: Any) -> Term:
+    """One datafusion.Expr node (column names unqualified)."""
     variant = e.variant_name()
     if variant == "Column":
-        return quote_identifier(e.to_variant().name())
+        return terms.column(e.to_variant().name())
     if variant == "Literal":
-        return render_literal(scalar_to_py(e.python_value()))
+        return terms.literal(scalar_to_py(e.python_value()))
     if variant == "Alias":
-        return _df_sql(_df_wrap(e.to_variant().expr()))
+        return _term(_df_wrap(e.to_variant().expr()))
     if variant == "BinaryExpr":
         v = e.to_variant()
-        return f"({_df_sql(_df_wrap(v.left()))} {v.op()} {_df_sql(_df_wrap(v.right()))})"
+        return _binary(_term(_df_wrap(v.left())), v.op(), _term(_df_wrap(v.right())))
     if variant == "Not":
-        return f"(NOT {_df_sql(_df_wrap(e.to_variant().expr()))})"
+        child = _term(_df_wrap(e.to_variant().expr()))
+        return terms.paren(terms.negation(child, parenthesize=False))
     if variant == "Negative":
-        return f"(-{_df_sql(_df_wrap(e.to_variant().expr()))})"
+        return terms.negative(_term(_df_wrap(e.to_variant().expr())))
+    if variant in ("IsNull", "IsNotNull"):
+        return terms.paren(
+            terms.is_null(_term(_df_wrap(e.to_variant().expr())), variant == "IsNotNull")
+        )
     if variant in _DF_IS_VARIANTS:
-        return f"({_df_sql(_df_wrap(e.to_variant().expr()))} {_DF_IS_VARIANTS[variant]})"
+        target = _term(_df_wrap(e.to_variant().expr()))
+        return terms.paren(terms.opaque(f"{target.sql} {_DF_IS_VARIANTS[variant]}", target))
     if variant == "Between":
         v = e.to_variant()
-        op = "NOT BETWEEN" if v.negated() else "BETWEEN"
-        return (
-            f"({_df_sql(_df_wrap(v.expr()))} {op} {_df_sql(_df_wrap(v.low()))}"
-            f" AND {_df_sql(_df_wrap(v.high()))})"
-        )
+        target, low, high = (_term(_df_wrap(x)) for x in (v.expr(), v.low(), v.high()))
+        return terms.paren(terms.between(target, low, high, v.negated()))
     if variant == "InList":
         v = e.to_variant()
-        items = ", ".join(_df_sql(_df_wrap(x)) for x in v.list())
-        op = "NOT IN" if v.negated() else "IN"
-        return f"({_df_sql(_df_wrap(v.expr()))} {op} ({items}))"
+        items = [_term(_df_wrap(x)) for x in v.list()]
+        return terms.paren(terms.in_list(_term(_df_wrap(v.expr())), items, v.negated()))
     if variant in ("Like", "ILike", "SimilarTo", "RLike"):
-        v = e.to_variant()
-        inner = _df_wrap(v.expr())
-        rest = e.canonical_name()[len(inner.canonical_name()) :].lstrip()
-        if variant in ("SimilarTo", "RLike") or rest.startswith(("SIMILAR TO", "NOT SIMILAR TO")):
-            op = "SIMILAR TO"
-        elif variant == "ILike" or rest.startswith(("ILIKE", "NOT ILIKE")):
-            op = "ILIKE"
-        else:
-            op = "LIKE"
-        text = (
-            f"{_df_sql(inner)} {'NOT ' if v.negated() else ''}{op} {_df_sql(_df_wrap(v.pattern()))}"
-        )
-        escape = v.escape_char()
-        if escape is not None:
-            text += f" ESCAPE {render_literal(escape)}"
-        return f"({text})"
+        return _like(e, variant)
     if variant in ("Cast", "TryCast"):
-        v = e.to_variant()
-        canonical = e.canonical_name()
-        type_text = canonical.rsplit(" AS ", 1)[1][:-1]
-        kw = "CAST" if variant == "Cast" else "TRY_CAST"
-        zoned = _DF_ZONED_TIMESTAMP_RE.fullmatch(type_text.strip())
-        if zoned and variant == "Cast":
-            # SQL's TIMESTAMP has no zone: keep it, in the spelling Lance accepts
-            unit = _DF_UNITS.get(zoned[1], zoned[1])
-            arrow_type = f'Timestamp({unit}, Some("{zoned[2]}"))'
-            return f"arrow_cast({_df_sql(_df_wrap(v.expr()))}, {render_literal(arrow_type)})"
-        return f"{kw}({_df_sql(_df_wrap(v.expr()))} AS {_df_type_sql(type_text)})"
+        return _cast(e, variant)
     if variant == "ScalarFunction":
-        name = e.rex_call_operator()
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError(f"cannot translate DataFusion function {name!r}")
-        args = ", ".join(_df_sql(a) for a in e.rex_call_operands())
-        return f"{name}({args})"
+        return _call(e.rex_call_operator(), [_term(a) for a in e.rex_call_operands()])
     if variant == "Case":
-        v = e.to_variant()
-        parts = ["CASE"]
-        base = v.expr()
-        if base is not None:
-            parts.append(_df_sql(_df_wrap(base)))
-        for when, then in v.when_then_expr():
-            parts.append(f"WHEN {_df_sql(_df_wrap(when))} THEN {_df_sql(_df_wrap(then))}")
-        other = v.else_expr()
-        if other is not None:
-            parts.append(f"ELSE {_df_sql(_df_wrap(other))}")
-        parts.append("END")
-        return "(" + " ".join(parts) + ")"
+        return _case(e)
     raise ValueError(f"cannot translate DataFusion {variant} expression: {e.canonical_name()}")
 
 
 def from_datafusion(expr: Any) -> Expr:
-    """Translate a ``datafusion.Expr`` (best effort).
+    """Translate a ``datafusion.Expr`` into the filter AST, node by node.
 
     Column, Literal, BinaryExpr (comparisons, AND/OR, arithmetic), Not,
     Negative, IS [NOT] NULL/TRUE/FALSE/UNKNOWN, Between, InList, Like/ILike,
-    Cast/TryCast, Case and scalar function calls are rendered to SQL (columns
-    unqualified) and parsed with ``parse_filter``, so the structured parts map
-    to AST nodes and the rest becomes ``Opaque`` with valid SQL. Other variants
-    (subqueries, aggregates, window functions, placeholders, ...) raise
-    ValueError.
+    Cast/TryCast, Case and scalar function calls are translated (columns
+    unqualified): the structured parts map to AST nodes, giving the AST
+    ``parse_filter`` gives for the same SQL, and the rest becomes ``Opaque``
+    with valid SQL. Other variants (subqueries, aggregates, window functions,
+    placeholders, ...) raise ValueError.
     """
     from datafusion import Expr as DFExpr
 
     if not isinstance(expr, DFExpr):
         raise TypeError(f"expected a datafusion.Expr, got {type(expr).__name__}")
-    return parse_filter(_df_sql(expr))
+    return terms.as_bool(_term(expr))
