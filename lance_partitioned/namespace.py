@@ -21,9 +21,9 @@ from lance_partitioned.catalog.manifest import (
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, PinnedSnapshotError, SchemaError
+from lance_partitioned.format.filters.render import render_literal
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
-from lance_partitioned.format.sql import render_literal
 from lance_partitioned.operations import evolution, maintenance, realign
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches

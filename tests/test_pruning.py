@@ -15,7 +15,8 @@ import pytest
 from datafusion import SessionContext
 
 import lance_partitioned as lp
-from lance_partitioned.format.sql import parse_filter, to_sql
+from lance_partitioned.format.filters.parse import parse_filter
+from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.operations.pruning import bind
 
 UTC = dt.timezone.utc

@@ -45,7 +45,7 @@ from pyspark.sql.types import (  # noqa: E402
 
 from demo import pipeline  # noqa: E402
 from lance_partitioned import spark as lps  # noqa: E402
-from lance_partitioned.format.sql import to_sql  # noqa: E402
+from lance_partitioned.format.filters.render import to_sql  # noqa: E402
 from lance_partitioned.spark.filters import FilterTranslator  # noqa: E402
 
 FMT = "lance_partitioned"

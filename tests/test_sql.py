@@ -1,4 +1,4 @@
-"""SQL filter text <-> AST (lance_partitioned.format.sql), checked against Lance,
+"""SQL filter text <-> AST (lance_partitioned.format.filters), checked against Lance,
 pyarrow and DataFusion."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 import pytest
+from ast_to_pyarrow import to_pyarrow
 from datafusion import SessionConfig, SessionContext, col, lit
 from datafusion import functions as F
 from hypothesis import HealthCheck, given, settings
@@ -28,16 +29,11 @@ from lance_partitioned.format.expressions import (
     Or,
     Ref,
 )
-from lance_partitioned.format.sql import (
-    FilterParseError,
-    from_datafusion,
-    from_pyarrow,
-    parse_filter,
-    quote_identifier,
-    render_literal,
-    to_pyarrow,
-    to_sql,
-)
+from lance_partitioned.format.filters.from_datafusion import from_datafusion
+from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
+from lance_partitioned.format.filters.parse import parse_filter
+from lance_partitioned.format.filters.render import quote_identifier, render_literal, to_sql
+from lance_partitioned.format.filters.tokens import FilterParseError
 
 D = decimal.Decimal
 UTC = dt.timezone.utc
@@ -979,6 +975,16 @@ def test_from_pyarrow_semantics(expr, table, lance_ds):
     expected = _pyarrow_ids(table, expr)
     assert _lance_ids(lance_ds, to_sql(translated)) == expected, to_sql(translated)
     assert _pyarrow_ids(table, to_pyarrow(translated, schema=table.schema)) == expected
+
+
+def test_from_pyarrow_negated_negative_literal():
+    """negate(-5) is 5: the old route through SQL text spelled it ``(--5)``, which
+    the tokenizer reads as a comment."""
+    assert from_pyarrow(FIELD("a") < pc.negate(pc.scalar(-5))) == Compare("<", Ref("a"), Literal(5))
+    # in an opaque predicate the text stays valid SQL
+    opaque = from_pyarrow(FIELD("a") < pc.add(FIELD("b"), pc.negate(pc.scalar(-5))))
+    assert opaque == Opaque("a < (b + (- -5))", ("a", "b"))
+    assert parse_filter(to_sql(opaque)) == opaque
 
 
 def test_from_pyarrow_unsupported():

@@ -30,7 +30,7 @@ from lance_partitioned.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from lance_partitioned.format.sql import quote_identifier, render_literal
+from lance_partitioned.format.filters.render import quote_identifier, render_literal
 
 MANIFEST_DIR = "__manifest"
 SCHEMA_KEY = "schema"

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing
+from lance_partitioned.format.filters.evaluate import one_batch_context
 from lance_partitioned.format.types import type_family
-
-if TYPE_CHECKING:
-    from lance_partitioned.format.spec import PartitionField
 
 _COL_RE = re.compile(r"\bcol(\d+)\b", re.IGNORECASE)
 
@@ -38,12 +35,16 @@ def _kind(t: pa.DataType) -> str:
 
 
 def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None):
-    from datafusion import SessionConfig, SessionContext, udf
+    from datafusion import udf
 
-    # One partition: DataFusion would otherwise repartition round-robin and
-    # return rows out of order, misaligning partition values with their rows.
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
     n = len(src_types)
+    if arrays is None:
+        arrays = [pa.array([], type=t) for t in src_types]
+    arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    # one partition, so partition values come back aligned with their rows
+    ctx = one_batch_context(
+        pa.RecordBatch.from_arrays(list(arrays), names=[f"col{i}" for i in range(n)])
+    )
     ctx.register_udf(
         udf(lambda a: hashing.murmur3(a), [src_types[0]], pa.int32(), "immutable", name="murmur3")
     )
@@ -56,23 +57,21 @@ def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None
             name="murmur3_multi",
         )
     )
-    if arrays is None:
-        arrays = [pa.array([], type=t) for t in src_types]
-    arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
-    batch = pa.RecordBatch.from_arrays(list(arrays), names=[f"col{i}" for i in range(n)])
-    ctx.register_record_batches("t", [[batch]])
     return ctx
 
 
-def validate_expression(field: PartitionField, src_types: Sequence[pa.DataType]) -> None:
-    """Reject expressions that reference unknown colK, are not deterministic, or don't fit result_type."""
-    expr = field.expression or ""
+def validate_expression(
+    field_id: str, expression: str, result_type: pa.DataType, src_types: Sequence[pa.DataType]
+) -> None:
+    """Reject expressions that reference unknown colK, are not deterministic, or don't fit
+    ``result_type``; the SpecError names partition field ``field_id``."""
+    expr = expression or ""
     n = len(src_types)
     for m in _COL_RE.finditer(expr):
         k = int(m.group(1))
         if k >= n:
             raise SpecError(
-                f"partition field {field.field_id!r}: expression {expr!r} references col{k} "
+                f"partition field {field_id!r}: expression {expr!r} references col{k} "
                 f"but the field has only {n} source column(s) (col0..col{n - 1})"
             )
     try:
@@ -81,27 +80,29 @@ def validate_expression(field: PartitionField, src_types: Sequence[pa.DataType])
         out_type = df.schema().field("v").type
     except Exception as exc:
         raise SpecError(
-            f"partition field {field.field_id!r}: invalid expression {expr!r}: {exc}"
+            f"partition field {field_id!r}: invalid expression {expr!r}: {exc}"
         ) from exc
     if re.search(r"volatility:\s*(Volatile|Stable)", plan_text):
         raise SpecError(
-            f"partition field {field.field_id!r}: expression {expr!r} is not deterministic "
+            f"partition field {field_id!r}: expression {expr!r} is not deterministic "
             "(it uses a volatile or stateful function such as now() or random())"
         )
-    if _kind(out_type) != _kind(field.result_type):
+    if _kind(out_type) != _kind(result_type):
         raise SpecError(
-            f"partition field {field.field_id!r}: expression {expr!r} returns {out_type}, "
-            f"which does not fit result_type {field.result_type}"
+            f"partition field {field_id!r}: expression {expr!r} returns {out_type}, "
+            f"which does not fit result_type {result_type}"
         )
 
 
-def evaluate_expression(field: PartitionField, arrays: Sequence[pa.Array]) -> pa.Array:
-    """Evaluate the field's expression over source arrays, cast to ``result_type``."""
+def evaluate_expression(
+    expression: str, result_type: pa.DataType, arrays: Sequence[pa.Array]
+) -> pa.Array:
+    """Evaluate a partition ``expression`` over source arrays, cast to ``result_type``."""
     src_types = [a.type for a in arrays]
     length = len(arrays[0]) if arrays else 0
     if length == 0:
-        return pa.array([], type=field.result_type)
+        return pa.array([], type=result_type)
     ctx = _context(src_types, arrays)
-    out = ctx.sql(f"SELECT {field.expression} AS v FROM t").to_arrow_table().column("v")
+    out = ctx.sql(f"SELECT {expression} AS v FROM t").to_arrow_table().column("v")
     out = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
-    return out.cast(field.result_type)
+    return out.cast(result_type)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
+from lance_partitioned.format.expression_eval import evaluate_expression, validate_expression
 from lance_partitioned.format.schema import Schema, is_lossless_widening
 from lance_partitioned.format.transforms import (
     Identity,
@@ -154,9 +155,7 @@ class PartitionField:
                     f"{self.transform} of {', '.join(map(str, src_types))} (expected {natural})"
                 )
         else:
-            from lance_partitioned.format.expression_eval import validate_expression
-
-            validate_expression(self, src_types)
+            validate_expression(self.field_id, self.expression or "", self.result_type, src_types)
 
     def values(self, data: pa.RecordBatch | pa.Table, schema: Schema) -> pa.Array:
         """This field's partition value for every row of ``data`` (columns named as in ``schema``).
@@ -177,9 +176,7 @@ class PartitionField:
                 return pa.nulls(data.num_rows, type=self.result_type)
             out = self.transform.apply(arrays)
         else:
-            from lance_partitioned.format.expression_eval import evaluate_expression
-
-            out = evaluate_expression(self, arrays)
+            out = evaluate_expression(self.expression or "", self.result_type, arrays)
         return out if out.type.equals(self.result_type) else out.cast(self.result_type)
 
     def value_of(self, literals: Sequence[Any], source_types: Sequence[pa.DataType]) -> Any:
@@ -188,9 +185,7 @@ class PartitionField:
         if self.transform is not None:
             out = self.transform.apply(arrays)
         else:
-            from lance_partitioned.format.expression_eval import evaluate_expression
-
-            out = evaluate_expression(self, arrays)
+            out = evaluate_expression(self.expression or "", self.result_type, arrays)
         return out.cast(self.result_type)[0].as_py()
 
     def describe(self, schema: Schema | None = None) -> str:

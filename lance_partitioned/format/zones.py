@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from lance_partitioned.format.filters.evaluate import one_batch_context
+
 SECOND = 1_000_000  # microseconds
 _STEP = 900 * SECOND  # coarse sampling step
 # Further than any zone's offset can move a wall clock (offsets stay within ±15 h,
@@ -54,13 +56,7 @@ def is_utc(tz: str | None) -> bool:
 
 
 def _context(arrays: dict[str, pa.Array]):
-    from datafusion import SessionConfig, SessionContext
-
-    # one partition: rows must come back in order
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
-    batch = pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays))
-    ctx.register_record_batches("t", [[batch]])
-    return ctx
+    return one_batch_context(pa.RecordBatch.from_arrays(list(arrays.values()), names=list(arrays)))
 
 
 def _single(out: pa.Table | pa.ChunkedArray) -> pa.Array:

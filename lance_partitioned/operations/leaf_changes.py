@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
-import pyarrow as pa
 from lance.fragment import FragmentMetadata
 
+from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.operations.leaf_schema import ReadMapping, evolution_for, schema_for
 
 
@@ -125,20 +125,11 @@ class DeleteRows(LeafChange):
         for batch in base.to_batches(columns=mapping.leaf_columns, with_row_address=True):
             rows = mapping.conform(batch)
             rows = rows.append_column("_lp_addr", batch.column("_rowaddr"))
-            addresses.extend(_datafusion_filter(rows, self.predicate).to_pylist())
+            matched = filter_batch(rows, self.predicate, ["_lp_addr"])
+            addresses.extend(matched.column(0).to_pylist())
         if not addresses:
             return None
         return f"_rowaddr IN ({', '.join(str(a) for a in addresses)})"
-
-
-def _datafusion_filter(batch: pa.RecordBatch, sql: str) -> pa.Array:
-    """``_lp_addr`` of the rows of ``batch`` matching ``sql`` (Lance's SQL dialect)."""
-    from datafusion import SessionConfig, SessionContext
-
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
-    ctx.register_record_batches("t", [[batch]])
-    out = ctx.sql(f"SELECT _lp_addr FROM t WHERE {sql}").to_arrow_table()
-    return out.column(0).combine_chunks()
 
 
 @dataclass

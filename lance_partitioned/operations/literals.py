@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format import zones
-from lance_partitioned.format.sql import _parse_date, _parse_time, _parse_timestamp
+from lance_partitioned.format.filters.literal_text import parse_date, parse_time, parse_timestamp
 from lance_partitioned.format.types import is_bytes, is_numeric, is_text
 
 _ARROW_ERRORS = (
@@ -88,16 +88,16 @@ def _parse_string(value: str, t: pa.DataType) -> Any:
     text = value.strip()
     if pa.types.is_date(t):
         try:
-            return _parse_date(text)
+            return parse_date(text)
         except ValueError:
-            parsed = _parse_timestamp(text)
+            parsed = parse_timestamp(text)
             if parsed.tzinfo is not None or parsed.time() != dt.time(0):
                 raise ValueError("not a whole date") from None
             return parsed.date()
     if pa.types.is_timestamp(t):
-        return _parse_timestamp(text)
+        return parse_timestamp(text)
     if pa.types.is_time(t):
-        return _parse_time(text)
+        return parse_time(text)
     if is_bytes(t):
         return value.encode()
     if pa.types.is_boolean(t):

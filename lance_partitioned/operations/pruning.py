@@ -55,9 +55,9 @@ from lance_partitioned.format.expressions import (
     conjuncts,
     referenced_columns,
 )
+from lance_partitioned.format.filters.render import escape_like, render_literal, to_sql
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.format.sql import render_literal, to_sql
 from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
 from lance_partitioned.format.types import is_text
 from lance_partitioned.operations.literals import cast_literal
@@ -284,7 +284,7 @@ class SpecProjector:
                 return None
             if len(prefix) >= t.width:
                 return Compare("=", col, Literal(prefix[: t.width]))
-            return Like(col, _escape_like(prefix) + "%")
+            return Like(col, escape_like(prefix) + "%")
         return None
 
     def _apply(self, f: PartitionField, value: Any, src_type: pa.DataType) -> Any:
@@ -480,10 +480,6 @@ def _like_prefix(pattern: str) -> str | None:
     if any(ch in prefix for ch in "%_\\"):
         return None
     return prefix
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

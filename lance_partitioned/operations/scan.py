@@ -19,14 +19,13 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr, referenced_columns
+from lance_partitioned.format.filters.evaluate import filter_batch
+from lance_partitioned.format.filters.from_datafusion import from_datafusion
+from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
+from lance_partitioned.format.filters.parse import parse_filter
+from lance_partitioned.format.filters.render import to_sql
+from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.format.sql import (
-    FilterParseError,
-    from_datafusion,
-    from_pyarrow,
-    parse_filter,
-    to_sql,
-)
 from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.pruning import bind, manifest_filter, residual_filter, to_nnf
 
@@ -83,14 +82,7 @@ def _filter_batch(batch: pa.RecordBatch, sql: str | None) -> pa.RecordBatch:
     """Apply a SQL filter to one batch with DataFusion (same dialect as Lance's filter)."""
     if sql is None or batch.num_rows == 0:
         return batch
-    from datafusion import SessionConfig, SessionContext
-
-    ctx = SessionContext(SessionConfig().with_target_partitions(1))
-    ctx.register_record_batches("t", [[batch]])
-    out = ctx.sql(f"SELECT * FROM t WHERE {sql}").to_arrow_table()
-    return pa.RecordBatch.from_arrays(
-        [out.column(i).combine_chunks() for i in range(out.num_columns)], schema=batch.schema
-    )
+    return filter_batch(batch, sql)
 
 
 def read_leaf(

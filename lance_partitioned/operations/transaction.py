@@ -132,7 +132,7 @@ class StagedSet:
         When in doubt, say yes: keeping unpublished files is harmless (vacuum
         reclaims them), deleting a published leaf is not.
         """
-        from lance_partitioned.format.sql import render_literal
+        from lance_partitioned.format.filters.render import render_literal
 
         try:
             latest = manifest.dataset()

@@ -56,7 +56,7 @@ from lance_partitioned.format.expressions import (
     Ref,
     and_all,
 )
-from lance_partitioned.format.sql import render_literal
+from lance_partitioned.format.filters.render import escape_like, render_literal
 
 _COMPARE_OPS: dict[type, str] = {
     sds.EqualTo: "=",
@@ -121,11 +121,6 @@ def _renders(value: Any) -> bool:
     except ValueError:
         return False
     return True
-
-
-def escape_like(text: str) -> str:
-    """Escape LIKE wildcards so that ``text`` matches itself literally (backslash escapes)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 @dataclass(frozen=True)

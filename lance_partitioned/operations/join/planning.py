@@ -186,7 +186,7 @@ class JoinPlan:
 def _render_filter(expr: Expr | None) -> str:
     if expr is None:
         return "(none)"
-    from lance_partitioned.format.sql import to_sql
+    from lance_partitioned.format.filters.render import to_sql
 
     return to_sql(expr)
 

@@ -1,0 +1,253 @@
+"""SQL filter text -> filter AST (:mod:`lance_partitioned.format.expressions`).
+
+:func:`parse_filter` reads a SQL ``WHERE``-clause predicate with a real
+tokenizer (:mod:`.tokens`) and a recursive-descent parser and returns the AST in
+the normal form described in ``expressions.py``; :mod:`.render` writes it back.
+
+Parsing rules worth knowing:
+
+Parsing rules worth knowing:
+
+* Keywords are case-insensitive. Unquoted identifiers are kept **verbatim**
+  (no lower-casing, as Lance resolves ``CamelCase`` to the column
+  ``CamelCase``). Double-quoted and backtick-quoted identifiers may contain
+  anything; a doubled quote character escapes it. A qualified name ``t.col``
+  keeps only its last part.
+* Integers become ``int``; numerals with a decimal point (``1.5``) become
+  ``decimal.Decimal`` (exact; the caller casts to the column type); numerals
+  with an exponent (``1.5e3``) become ``float``.
+* ``DATE '…'`` -> ``datetime.date``; ``TIMESTAMP '…'`` -> ``datetime.datetime``,
+  timezone-aware if the text has an offset or ``Z``, naive otherwise;
+  ``TIME '…'`` -> ``datetime.time``; ``X'0102'`` -> ``bytes``.
+  ``CAST(<literal> AS <type>)`` and ``<literal>::<type>`` fold to a typed
+  literal when the conversion is exact, and so does
+  ``arrow_cast('<timestamp with offset>', 'Timestamp(<unit>, Some("<zone>"))')``
+  (an aware datetime, the form instants render in).
+* Predicates the AST cannot express (function calls, arithmetic,
+  column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
+  ``IS DISTINCT FROM``, ...) become ``Opaque`` carrying the source text of the
+  whole predicate. Column references inside it are re-spelled with
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lance_partitioned.format.expressions import (
+    FLIPPED_OP,
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Or,
+)
+from lance_partitioned.format.filters.parse_values import (
+    CMP_TOKENS,
+    OPAQUE_CMP_TOKENS,
+    Operand,
+    ValueParser,
+    merge_columns,
+)
+from lance_partitioned.format.filters.tokens import FilterParseError, Token
+
+
+class _Parser(ValueParser):
+    """The boolean grammar: OR, AND, NOT and predicates over value operands."""
+
+    # -- grammar -----------------------------------------------------------------------
+    def parse(self) -> Expr:
+        if self.peek().kind == "eof":
+            raise FilterParseError("empty filter", self.text, 0)
+        result = self.or_level()
+        tok = self.peek()
+        if tok.kind != "eof":
+            if tok.kind == "op" and tok.value == ")":
+                raise self.error("unbalanced parentheses: unexpected ')'", tok)
+            raise self.error(f"unexpected {self.describe(tok)} after a complete expression", tok)
+        return self.as_bool(result)
+
+    def or_level(self) -> Operand:
+        return self._chain("OR", self.and_level, Or)
+
+    def and_level(self) -> Operand:
+        return self._chain("AND", self.not_level, And)
+
+    def _chain(self, keyword: str, operand: Any, node: Any) -> Operand:
+        """``operand (keyword operand)*``, left-associative, as one boolean operand."""
+        left = operand()
+        while self.at_kw(keyword):
+            self.advance()
+            self.require_operand(keyword)
+            right = operand()
+            left = Operand(
+                "bool",
+                left.start,
+                right.end,
+                merge_columns(left.columns, right.columns),
+                expr=node(self.as_bool(left), self.as_bool(right)),
+            )
+        return left
+
+    def not_level(self) -> Operand:
+        if self.at_kw("NOT"):
+            tok = self.advance()
+            self.require_operand("NOT")
+            child = self.not_level()
+            return Operand(
+                "bool", tok.start, child.end, child.columns, expr=Not(self.as_bool(child))
+            )
+        return self.predicate()
+
+    def predicate(self) -> Operand:
+        left = self.value_expr()
+        while True:
+            tok = self.peek()
+            if tok.kind == "op" and (tok.value in CMP_TOKENS or tok.value in OPAQUE_CMP_TOKENS):
+                self.advance()
+                self.require_operand(repr(tok.value))
+                right = self.value_expr()
+                left = self.build_compare(tok.value, left, right)
+            elif self.at_kw("IS"):
+                left = self.is_predicate(left)
+            elif self.at_kw("IN", "BETWEEN", "LIKE", "ILIKE", "SIMILAR") or (
+                self.at_kw("NOT") and self.at_kw("IN", "BETWEEN", "LIKE", "ILIKE", "SIMILAR", k=1)
+            ):
+                negated = False
+                if self.at_kw("NOT"):
+                    self.advance()
+                    negated = True
+                kw = self.advance().upper
+                if kw == "IN":
+                    left = self.in_predicate(left, negated)
+                elif kw == "BETWEEN":
+                    left = self.between_predicate(left, negated)
+                else:
+                    left = self.like_predicate(left, kw, negated)
+            else:
+                return left
+
+    def build_compare(self, op_text: str, left: Operand, right: Operand) -> Operand:
+        columns = merge_columns(left.columns, right.columns)
+        op = CMP_TOKENS.get(op_text)
+        if op is not None:
+            if left.kind == "ref" and right.kind == "lit":
+                expr: Expr = Compare(op, left.ref, Literal(right.value))  # type: ignore[arg-type]
+                return Operand("bool", left.start, right.end, columns, expr=expr)
+            if left.kind == "lit" and right.kind == "ref":
+                expr = Compare(FLIPPED_OP[op], right.ref, Literal(left.value))  # type: ignore[arg-type]
+                return Operand("bool", left.start, right.end, columns, expr=expr)
+        return self.opaque(left.start, right.end, columns)
+
+    def is_predicate(self, left: Operand) -> Operand:
+        self.advance()  # IS
+        negated = False
+        if self.at_kw("NOT"):
+            self.advance()
+            negated = True
+        tok = self.peek()
+        if self.at_kw("NULL"):
+            self.advance()
+            if left.kind == "ref":
+                expr = IsNull(left.ref, negated)  # type: ignore[arg-type]
+                return Operand("bool", left.start, tok.end, left.columns, expr=expr)
+            return self.opaque(left.start, tok.end, left.columns)
+        if self.at_kw("TRUE", "FALSE", "UNKNOWN"):
+            self.advance()
+            return self.opaque(left.start, tok.end, left.columns)
+        if self.at_kw("DISTINCT"):
+            self.advance()
+            self.expect_kw("FROM", "after IS [NOT] DISTINCT")
+            self.require_operand("IS DISTINCT FROM")
+            right = self.value_expr()
+            return self.opaque(left.start, right.end, merge_columns(left.columns, right.columns))
+        raise self.error(
+            f"expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS, found {self.describe(tok)}"
+        )
+
+    def in_predicate(self, left: Operand, negated: bool) -> Operand:
+        lp = self.expect_op("(", "after IN")
+        if self.at_kw("SELECT"):
+            raise self.error("subqueries are not supported in IN")
+        if self.at_op(")"):
+            raise self.error("IN list is empty", lp)
+        items = [self.list_item(lp)]
+        while self.at_op(","):
+            self.advance()
+            items.append(self.list_item(lp))
+        if not self.at_op(")"):
+            raise self.error(f"expected ',' or ')' in IN list, found {self.describe(self.peek())}")
+        rp = self.advance()
+        columns = merge_columns(left.columns, *(it.columns for it in items))
+        if left.kind == "ref" and all(it.kind == "lit" for it in items):
+            expr = In(left.ref, tuple(Literal(it.value) for it in items), negated)  # type: ignore[arg-type]
+            return Operand("bool", left.start, rp.end, columns, expr=expr)
+        return self.opaque(left.start, rp.end, columns)
+
+    def list_item(self, lp: Token) -> Operand:
+        if self.peek().kind == "eof":
+            raise self.error(
+                f"unbalanced parentheses: IN list opened at position {lp.start} is not closed"
+            )
+        return self.value_expr()
+
+    def between_predicate(self, left: Operand, negated: bool) -> Operand:
+        self.require_operand("BETWEEN")
+        low = self.value_expr()
+        self.expect_kw("AND", "in BETWEEN … AND …")
+        self.require_operand("BETWEEN … AND")
+        high = self.value_expr()
+        columns = merge_columns(left.columns, low.columns, high.columns)
+        if left.kind == "ref" and low.kind == "lit" and high.kind == "lit":
+            ref = left.ref
+            assert ref is not None
+            if negated:
+                expr: Expr = Or(
+                    Compare("<", ref, Literal(low.value)), Compare(">", ref, Literal(high.value))
+                )
+            else:
+                expr = And(
+                    Compare(">=", ref, Literal(low.value)), Compare("<=", ref, Literal(high.value))
+                )
+            return Operand("bool", left.start, high.end, columns, expr=expr)
+        return self.opaque(left.start, high.end, columns)
+
+    def like_predicate(self, left: Operand, kw: str, negated: bool) -> Operand:
+        if kw == "SIMILAR":
+            self.expect_kw("TO", "after SIMILAR")
+        self.require_operand(kw)
+        pattern = self.value_expr()
+        end = pattern.end
+        columns = merge_columns(left.columns, pattern.columns)
+        has_escape = False
+        if self.at_kw("ESCAPE"):
+            self.advance()
+            esc = self.peek()
+            if esc.kind != "str":
+                raise self.error(f"expected a string after ESCAPE, found {self.describe(esc)}")
+            self.advance()
+            end = esc.end
+            has_escape = True
+        if (
+            kw == "LIKE"
+            and not has_escape
+            and left.kind == "ref"
+            and pattern.kind == "lit"
+            and isinstance(pattern.value, str)
+        ):
+            expr = Like(left.ref, pattern.value, negated)  # type: ignore[arg-type]
+            return Operand("bool", left.start, end, columns, expr=expr)
+        return self.opaque(left.start, end, columns)
+
+
+def parse_filter(text: str) -> Expr:
+    """Parse a SQL ``WHERE``-clause predicate into the filter AST.
+
+    Raises FilterParseError (a ValueError) with the position of the problem.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"filter must be a str, got {type(text).__name__}")
+    return _Parser(text).parse()

@@ -1,0 +1,445 @@
+"""SQL filter text -> operands: the value half of the filter parser.
+
+:class:`ValueParser` holds the parser state (tokens, position, the column
+references to re-quote) and parses value expressions: literals (typed strings,
+``CAST``/``::``/``arrow_cast`` folded when exact), column references,
+arithmetic, function calls, ``CASE`` and parenthesized expressions. Each
+becomes an :class:`Operand`; anything the AST cannot express keeps its source
+text, with column names re-spelled by
+:func:`~lance_partitioned.format.filters.render.quote_identifier`, for an
+``Opaque`` node. The boolean grammar on top of it is :mod:`.parse`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import decimal
+from dataclasses import dataclass
+from typing import Any
+
+from lance_partitioned.format.expressions import Compare, Expr, Literal, Opaque, Ref
+from lance_partitioned.format.filters.literal_text import (
+    NOT_CASTABLE,
+    TYPE_SUFFIX_WORDS,
+    cast_literal,
+    fold_arrow_cast,
+    parse_date,
+    parse_time,
+    parse_timestamp,
+)
+from lance_partitioned.format.filters.render import quote_identifier
+from lance_partitioned.format.filters.tokens import (
+    RESERVED,
+    FilterParseError,
+    Token,
+    tokenize,
+    word_set,
+)
+
+_INTERVAL_UNITS = word_set(
+    "YEAR YEARS MONTH MONTHS WEEK WEEKS DAY DAYS HOUR HOURS MINUTE MINUTES SECOND "
+    "SECONDS MILLISECOND MILLISECONDS MICROSECOND MICROSECONDS NANOSECOND NANOSECONDS"
+)
+CMP_TOKENS = {
+    "=": "=",
+    "==": "=",
+    "!=": "!=",
+    "<>": "!=",
+    "<": "<",
+    "<=": "<=",
+    ">": ">",
+    ">=": ">=",
+}
+OPAQUE_CMP_TOKENS = {"~", "~*", "!~", "!~*"}
+_ADDITIVE_OPS = {"+", "-", "||", "&", "|", "^", "<<", ">>"}
+_MULTIPLICATIVE_OPS = {"*", "/", "%"}
+
+
+@dataclass
+class Operand:
+    """A parsed sub-expression: a column ('ref'), a literal ('lit'), a boolean
+    expression already in AST form ('bool') or anything else ('value')."""
+
+    kind: str
+    start: int
+    end: int
+    columns: tuple[str, ...] = ()
+    ref: Ref | None = None
+    value: Any = None
+    expr: Expr | None = None
+
+
+def merge_columns(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for g in groups:
+        for c in g:
+            if c not in out:
+                out.append(c)
+    return tuple(out)
+
+
+class ValueParser:
+    def __init__(self, text: str):
+        self.text = text
+        self.toks = tokenize(text)
+        self.i = 0
+        # (start, end, replacement) for each column reference, in source order
+        self.replacements: list[tuple[int, int, str]] = []
+
+    # -- token helpers -----------------------------------------------------------------
+    def peek(self, k: int = 0) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.toks[self.i]
+        if tok.kind != "eof":
+            self.i += 1
+        return tok
+
+    def at_kw(self, *words: str, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok.kind == "ident" and tok.upper in words
+
+    def at_op(self, *ops: str, k: int = 0) -> bool:
+        tok = self.peek(k)
+        return tok.kind == "op" and tok.value in ops
+
+    def describe(self, tok: Token) -> str:
+        return "end of input" if tok.kind == "eof" else repr(self.text[tok.start : tok.end])
+
+    def error(self, message: str, tok: Token | None = None) -> FilterParseError:
+        tok = tok or self.peek()
+        return FilterParseError(message, self.text, tok.start)
+
+    def expect_op(self, op: str, context: str) -> Token:
+        if not self.at_op(op):
+            raise self.error(f"expected {op!r} {context}, found {self.describe(self.peek())}")
+        return self.advance()
+
+    def expect_kw(self, word: str, context: str) -> Token:
+        if not self.at_kw(word):
+            raise self.error(f"expected {word} {context}, found {self.describe(self.peek())}")
+        return self.advance()
+
+    def or_level(self) -> Operand:
+        """A full boolean expression (the grammar in :mod:`.parse`)."""
+        raise NotImplementedError
+
+    # -- results -----------------------------------------------------------------------
+    def sql_of(self, start: int, end: int) -> str:
+        """Source text of a span with column references re-quoted for Lance."""
+        out: list[str] = []
+        pos = start
+        idx = bisect.bisect_left(self.replacements, (start, -1, ""))
+        while idx < len(self.replacements):
+            r_start, r_end, repl = self.replacements[idx]
+            if r_start >= end:
+                break
+            out.append(self.text[pos:r_start])
+            out.append(repl)
+            pos = r_end
+            idx += 1
+        out.append(self.text[pos:end])
+        return "".join(out)
+
+    def opaque(self, start: int, end: int, columns: tuple[str, ...]) -> Operand:
+        expr = Opaque(sql=self.sql_of(start, end), columns=columns)
+        return Operand("bool", start, end, columns, expr=expr)
+
+    def as_bool(self, op: Operand) -> Expr:
+        if op.kind == "bool":
+            assert op.expr is not None
+            return op.expr
+        if op.kind == "ref":
+            assert op.ref is not None
+            return Compare("=", op.ref, Literal(True))
+        if op.kind == "lit":
+            if op.value is None or isinstance(op.value, bool):
+                return Literal(op.value)
+            raise FilterParseError(
+                f"expected a boolean expression, found the literal {self.text[op.start : op.end]!r}",
+                self.text,
+                op.start,
+            )
+        if op.expr is not None:  # a parenthesized value: its text without the parentheses
+            return op.expr
+        return Opaque(sql=self.sql_of(op.start, op.end), columns=op.columns)
+
+    def require_operand(self, after: str) -> None:
+        if self.peek().kind == "eof":
+            raise self.error(f"expected an expression after {after}, found end of input")
+
+    # -- value expressions -------------------------------------------------------------
+    def value_expr(self) -> Operand:
+        left = self.term()
+        while self.at_op(*_ADDITIVE_OPS):
+            tok = self.advance()
+            self.require_operand(repr(tok.value))
+            right = self.term()
+            left = Operand(
+                "value", left.start, right.end, merge_columns(left.columns, right.columns)
+            )
+        return left
+
+    def term(self) -> Operand:
+        left = self.unary()
+        while self.at_op(*_MULTIPLICATIVE_OPS):
+            tok = self.advance()
+            self.require_operand(repr(tok.value))
+            right = self.unary()
+            left = Operand(
+                "value", left.start, right.end, merge_columns(left.columns, right.columns)
+            )
+        return left
+
+    def unary(self) -> Operand:
+        if self.at_op("-", "+"):
+            tok = self.advance()
+            self.require_operand(repr(tok.value))
+            operand = self.unary()
+            if (
+                operand.kind == "lit"
+                and isinstance(operand.value, (int, float, decimal.Decimal))
+                and not isinstance(operand.value, bool)
+            ):
+                value = -operand.value if tok.value == "-" else operand.value
+                return Operand("lit", tok.start, operand.end, value=value)
+            return Operand("value", tok.start, operand.end, operand.columns)
+        return self.postfix()
+
+    def postfix(self) -> Operand:
+        operand = self.primary()
+        while self.at_op("::"):
+            self.advance()
+            words, params, end = self.parse_type(in_cast=False)
+            operand = self.fold_cast(operand, words, params, operand.start, end)
+        return operand
+
+    def parse_type(self, in_cast: bool) -> tuple[list[str], list[int], int]:
+        tok = self.peek()
+        if tok.kind != "ident":
+            raise self.error(f"expected a type name, found {self.describe(tok)}")
+        self.advance()
+        words = [tok.upper]
+        end = tok.end
+        params: list[int] = []
+        while self.at_kw(*TYPE_SUFFIX_WORDS) or (in_cast and self.peek().kind == "ident"):
+            end = self.advance().end
+            words.append(self.toks[self.i - 1].upper)
+        if self.at_op("("):
+            self.advance()
+            while True:
+                num = self.peek()
+                if num.kind != "num" or not num.value.isdigit():
+                    raise self.error(
+                        f"expected an integer type parameter, found {self.describe(num)}"
+                    )
+                self.advance()
+                params.append(int(num.value))
+                if self.at_op(","):
+                    self.advance()
+                    continue
+                break
+            end = self.expect_op(")", "after type parameters").end
+            while self.at_kw(*TYPE_SUFFIX_WORDS):
+                end = self.advance().end
+                words.append(self.toks[self.i - 1].upper)
+        return words, params, end
+
+    def fold_cast(
+        self, operand: Operand, words: list[str], params: list[int], start: int, end: int
+    ) -> Operand:
+        if operand.kind == "lit":
+            try:
+                value = cast_literal(operand.value, words, params)
+            except (ValueError, ArithmeticError) as exc:
+                raise FilterParseError(
+                    f"cannot cast {self.text[operand.start : operand.end]} to {' '.join(words)}: {exc}",
+                    self.text,
+                    operand.start,
+                ) from None
+            if value is not NOT_CASTABLE:
+                return Operand("lit", start, end, value=value)
+        return Operand("value", start, end, operand.columns)
+
+    def primary(self) -> Operand:
+        tok = self.peek()
+        if tok.kind == "num":
+            self.advance()
+            text = tok.value
+            if "e" in text or "E" in text:
+                value: Any = float(text)
+            elif "." in text:
+                value = decimal.Decimal(text)
+            else:
+                value = int(text)
+            return Operand("lit", tok.start, tok.end, value=value)
+        if tok.kind == "str":
+            self.advance()
+            return Operand("lit", tok.start, tok.end, value=tok.value)
+        if tok.kind == "hex":
+            self.advance()
+            return Operand("lit", tok.start, tok.end, value=tok.value)
+        if tok.kind == "op" and tok.value == "(":
+            return self.parenthesized()
+        if tok.kind == "qident":
+            return self.column_ref()
+        if tok.kind == "ident":
+            word = tok.upper
+            if word in ("TRUE", "FALSE", "NULL"):
+                self.advance()
+                value = {"TRUE": True, "FALSE": False, "NULL": None}[word]
+                return Operand("lit", tok.start, tok.end, value=value)
+            nxt = self.peek(1)
+            if word in ("DATE", "TIMESTAMP", "DATETIME", "TIME") and nxt.kind == "str":
+                return self.typed_literal(word)
+            if word == "INTERVAL" and nxt.kind == "str":
+                self.advance()
+                end = self.advance().end
+                if self.at_kw(*_INTERVAL_UNITS):
+                    end = self.advance().end
+                return Operand("value", tok.start, end)
+            if word in ("CAST", "TRY_CAST") and nxt.kind == "op" and nxt.value == "(":
+                return self.cast_expr(word)
+            if word == "CASE":
+                return self.case_expr()
+            if word in RESERVED:
+                raise self.error(f"expected an expression, found keyword {word}")
+            if nxt.kind == "op" and nxt.value == "(":
+                return self.function_call()
+            return self.column_ref()
+        if tok.kind == "eof":
+            raise self.error("expected an expression, found end of input")
+        if tok.kind == "op" and tok.value == ")":
+            raise self.error("expected an expression, found ')'")
+        raise self.error(f"expected an expression, found {self.describe(tok)}")
+
+    def parenthesized(self) -> Operand:
+        lp = self.advance()
+        if self.at_kw("SELECT"):
+            raise self.error("subqueries are not supported")
+        if self.at_op(")"):
+            raise self.error("expected an expression inside parentheses, found ')'")
+        inner = self.or_level()
+        if not self.at_op(")"):
+            nxt = self.peek()
+            if nxt.kind == "eof":
+                raise self.error(
+                    f"unbalanced parentheses: '(' at position {lp.start} is never closed"
+                )
+            raise self.error(
+                f"expected ')' to close '(' at position {lp.start}, found {self.describe(nxt)}"
+            )
+        rp = self.advance()
+        expr = inner.expr
+        if inner.kind == "value" and expr is None:
+            expr = Opaque(sql=self.sql_of(inner.start, inner.end), columns=inner.columns)
+        return Operand(
+            inner.kind,
+            lp.start,
+            rp.end,
+            inner.columns,
+            ref=inner.ref,
+            value=inner.value,
+            expr=expr,
+        )
+
+    def column_ref(self) -> Operand:
+        first = self.advance()
+        name = first.value
+        end = first.end
+        while self.at_op(".") and self.peek(1).kind in ("ident", "qident"):
+            self.advance()
+            part = self.advance()
+            name, end = part.value, part.end
+        self.replacements.append((first.start, end, quote_identifier(name)))
+        return Operand("ref", first.start, end, (name,), ref=Ref(name))
+
+    def typed_literal(self, word: str) -> Operand:
+        kw = self.advance()
+        s = self.advance()
+        try:
+            if word == "DATE":
+                value: Any = parse_date(s.value)
+            elif word == "TIME":
+                value = parse_time(s.value)
+            else:
+                value = parse_timestamp(s.value)
+        except ValueError as exc:
+            raise FilterParseError(
+                f"invalid {word} literal {s.value!r}: {exc}", self.text, s.start
+            ) from None
+        return Operand("lit", kw.start, s.end, value=value)
+
+    def cast_expr(self, word: str) -> Operand:
+        kw = self.advance()
+        lp = self.advance()
+        self.require_operand("CAST(")
+        operand = self.or_level()
+        self.expect_kw("AS", "in CAST(… AS type)")
+        words, params, _ = self.parse_type(in_cast=True)
+        if not self.at_op(")"):
+            raise self.error(
+                f"expected ')' to close CAST at position {lp.start}, found {self.describe(self.peek())}"
+            )
+        rp = self.advance()
+        if word == "TRY_CAST":
+            return Operand("value", kw.start, rp.end, operand.columns)
+        return self.fold_cast(operand, words, params, kw.start, rp.end)
+
+    def case_expr(self) -> Operand:
+        kw = self.advance()
+        parts: list[Operand] = []
+        if not self.at_kw("WHEN"):
+            parts.append(self.or_level())
+        if not self.at_kw("WHEN"):
+            raise self.error(f"expected WHEN in CASE, found {self.describe(self.peek())}")
+        while self.at_kw("WHEN"):
+            self.advance()
+            parts.append(self.or_level())
+            self.expect_kw("THEN", "in CASE … WHEN")
+            parts.append(self.or_level())
+        if self.at_kw("ELSE"):
+            self.advance()
+            parts.append(self.or_level())
+        end = self.expect_kw("END", "to close CASE").end
+        return Operand("value", kw.start, end, merge_columns(*(p.columns for p in parts)))
+
+    def function_call(self) -> Operand:
+        name = self.advance()
+        lp = self.advance()
+        args: list[Operand] = []
+        if self.at_op(")"):
+            rp = self.advance()
+            return Operand("value", name.start, rp.end)
+        if self.at_kw("DISTINCT"):
+            self.advance()
+        while True:
+            if self.at_op("*"):
+                self.advance()
+            else:
+                if self.peek().kind == "eof":
+                    raise self.error(
+                        f"unbalanced parentheses: '(' at position {lp.start} is never closed"
+                    )
+                args.append(self.or_level())
+            if self.at_op(",") or self.at_kw("FROM", "FOR"):
+                self.advance()
+                continue
+            break
+        if not self.at_op(")"):
+            nxt = self.peek()
+            if nxt.kind == "eof":
+                raise self.error(
+                    f"unbalanced parentheses: '(' at position {lp.start} is never closed"
+                )
+            raise self.error(
+                f"expected ',' or ')' in the arguments of {name.value}(), found {self.describe(nxt)}"
+            )
+        rp = self.advance()
+        literal_args = len(args) == 2 and all(a.kind == "lit" for a in args)
+        if name.value.lower() == "arrow_cast" and literal_args:
+            value = fold_arrow_cast(args[0].value, args[1].value)
+            if value is not NOT_CASTABLE:
+                return Operand("lit", name.start, rp.end, value=value)
+        return Operand("value", name.start, rp.end, merge_columns(*(a.columns for a in args)))
