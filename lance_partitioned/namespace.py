@@ -123,7 +123,12 @@ class PartitionedNamespace:
         storage_options: dict[str, str] | None = None,
         asof: Any = None,
     ) -> PartitionedNamespace:
-        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag)."""
+        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag).
+
+        ``version`` is an integer or a tag name; a bool, a non-integer number or
+        a datetime raises TypeError (for a point in time pass ``asof=``).
+        """
+        version = history.check_version_arg(version)
         manifest = Manifest(str(root), storage_options)
         if asof is not None:  # the newest version committed at or before a datetime
             if version is not None:
