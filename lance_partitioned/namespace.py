@@ -14,12 +14,11 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import history, layout, repair
 from lance_partitioned.catalog.manifest import (
-    SCHEMA_KEY,
     Manifest,
     manifest_schema,
 )
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
-from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.catalog.snapshot import Snapshot, spec_problem
 from lance_partitioned.errors import NamespaceExistsError, PinnedSnapshotError, SchemaError
 from lance_partitioned.format.filters.render import render_literal
 from lance_partitioned.format.schema import Schema
@@ -133,7 +132,7 @@ class PartitionedNamespace:
         manifest = Manifest(root, storage_options)
         if manifest._local_exists():
             raise NamespaceExistsError(f"{root!r} already contains a __manifest table")
-        metadata = {SCHEMA_KEY: ns_schema.to_json_str(), ns_spec.key: ns_spec.to_json_str()}
+        metadata = {**evolution.schema_metadata(ns_schema), ns_spec.key: ns_spec.to_json_str()}
         columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
         first_row = pa.Table.from_pylist(
             [{"object_id": ns_spec.namespace, "object_type": "namespace", "metadata": "{}"}],
@@ -153,7 +152,12 @@ class PartitionedNamespace:
         storage_options: dict[str, str] | None = None,
         asof: Any = None,
     ) -> PartitionedNamespace:
-        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag)."""
+        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag).
+
+        ``version`` is an integer or a tag name; a bool, a non-integer number or
+        a datetime raises TypeError (for a point in time pass ``asof=``).
+        """
+        version = history.check_version_arg(version)
         manifest = Manifest(str(root), storage_options)
         if asof is not None:  # the newest version committed at or before a datetime
             if version is not None:
@@ -334,7 +338,9 @@ class PartitionedNamespace:
 
     def _evolve_schema(self, change: Callable[[Schema], Schema]) -> Schema:
         snapshot = Snapshot.load(self._manifest, for_write=True)
-        schema = evolution.update_schema(self._manifest, snapshot, change(snapshot.schema))
+        schema = evolution.update_schema(
+            self._manifest, snapshot, change(evolution.evolving_schema(snapshot))
+        )
         self.refresh()
         return schema
 
@@ -343,19 +349,30 @@ class PartitionedNamespace:
 
         Returns the inconsistencies found (an empty list when all is well); reads
         of an inconsistent partition raise instead of returning wrong data.
+        Also reports a current partition spec that fails validation (it names a
+        dropped or unknown column; writes refuse until a valid spec is added),
+        and leaf columns whose field id is above the namespace's high-water mark
+        (columns of dropped ids are not problems: old leaves keep them).
         Also reports partitions whose rows' time-field values (year/month/day/hour
         of a zoned column, in its zone) differ from the partition's: written by
         0.1, which computed them in UTC; ``rewrite_partitions()`` fixes them.
         """
-        problems: list[str] = []
-        for leaf in self._snapshot.leaves():
+        snap = self._snapshot
+        problem = spec_problem(snap)  # open() warns and writes refuse; say so here too
+        problems: list[str] = [] if problem is None else [problem]
+        try:
+            # leaf columns of dropped (retired) ids are legitimate, unknown ids are not
+            schema = evolution.evolving_schema(snap)
+        except Exception:  # an unreadable leaf: reported below, one by one
+            schema = snap.schema
+        for leaf in snap.leaves():
             try:
-                ds = self._snapshot.open_leaf(leaf)
+                ds = snap.open_leaf(leaf)
             except Exception as exc:
                 problems.append(f"partition {leaf.object_id}: cannot open {leaf.location!r}: {exc}")
                 continue
-            problems.extend(check_leaf(self._snapshot.schema, ds, leaf.object_id))
-        problems.extend(misplaced_leaves(self._snapshot).values())
+            problems.extend(check_leaf(schema, ds, leaf.object_id))
+        problems.extend(misplaced_leaves(snap).values())
         return problems
 
     @mutator

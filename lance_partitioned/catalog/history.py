@@ -10,6 +10,7 @@ it; a tag names a manifest version (a Lance tag on ``__manifest``), and
 from __future__ import annotations
 
 import datetime as dt
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import lance
@@ -208,4 +209,28 @@ def explain_failed_read(
         f"partition table {location!r} version {leaf_version}, which __manifest version "
         f"{version} of {manifest.root!r} reads, does not exist {_cleanup_note(manifest)}; "
         "open a newer version of the namespace"
+    )
+
+
+def check_version_arg(version: object) -> int | str | None:
+    """``version`` as ``open()`` takes it: None (latest), an integer (a ``__manifest``
+    version number) or a string (a tag). Raises TypeError naming what was given.
+
+    ``bool`` is refused although Python counts it as an int (``version=True``
+    would silently open version 1), and so are non-integer numbers (``1.5``,
+    also ``2.0``: versions are counted, not measured) and datetimes, which
+    belong to ``asof=``.
+    """
+    if version is None or isinstance(version, str):
+        return version
+    if isinstance(version, (dt.date, dt.datetime)):
+        raise TypeError(
+            f"version={version!r} is a point in time; to open the namespace as of a time, "
+            "pass asof= instead (lp.open(root, asof=...)); version= takes a version number or a tag"
+        )
+    if not isinstance(version, bool) and isinstance(version, numbers.Integral):
+        return int(version)  # numpy integers too
+    raise TypeError(
+        f"version must be an integer (a __manifest version number) or a string (a tag), "
+        f"got {type(version).__name__} {version!r}"
     )

@@ -26,7 +26,7 @@ from lance_partitioned.errors import (
     NotAPartitionedNamespaceError,
     SpecError,
 )
-from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.schema import Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class Snapshot:
             raise NotAPartitionedNamespaceError(
                 f"{manifest.root!r}: __manifest metadata has partition specs but no 'schema' key"
             )
-        schema = Schema.from_json(meta[SCHEMA_KEY])
+        schema = Schema.from_json(meta[SCHEMA_KEY], recorded_last_field_id(meta))
         specs: dict[int, PartitionSpec] = {}
         for key, value in meta.items():
             if not key.startswith(SPEC_KEY_PREFIX):
@@ -123,6 +123,10 @@ class Snapshot:
                 )
             specs[spec.spec_id] = spec
         check_field_ids(specs.values())
+        # a spec may name a dropped column's id: it stays retired (reads as NULL)
+        schema = schema.with_last_field_id(
+            max((i for s in specs.values() for f in s.fields for i in f.source_ids), default=-1)
+        )
         snapshot = cls(manifest, ds, schema, specs)
         problem = spec_problem(snapshot)
         if problem is not None:

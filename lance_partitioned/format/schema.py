@@ -1,7 +1,10 @@
 """The namespace schema: an Arrow schema whose every field carries ``lance:field_id``.
 
 Field ids are what partition specs reference (``source_ids``), so they must be
-stable across renames and never reused. At creation they are assigned
+stable across renames and never reused (seed 000). A ``Schema`` therefore
+carries a high-water mark, ``last_field_id``: the largest id ever assigned,
+dropped columns included, persisted beside the schema under
+``LAST_FIELD_ID_KEY`` (docs/FORMAT.md §2). New columns get ids above it. At creation they are assigned
 depth-first from 0, as Lance assigns them to a new dataset (a map's
 ``entries`` struct, which Arrow metadata cannot label, keeps an id of its own
 between the map and its key, as in Lance; a fixed-size list's item has an id
@@ -24,6 +27,23 @@ from lance_partitioned.format.types import (
 )
 
 FIELD_ID_KEY = "lance:field_id"
+# our own ``__manifest`` table-metadata key (other readers ignore it): the
+# largest field id ever assigned in the namespace, written with every schema change
+LAST_FIELD_ID_KEY = "lance-partitioned:last_field_id"
+
+
+def recorded_last_field_id(metadata: dict[str, str]) -> int | None:
+    """The high-water mark recorded in ``__manifest`` metadata, or None when absent.
+
+    Namespaces written by 0.1 or by other implementations have no such key; a
+    value that is not a non-negative integer is treated as absent too (the
+    caller then derives a safe bound, never trusting a damaged one).
+    """
+    try:
+        value = int(metadata[LAST_FIELD_ID_KEY])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 def _field_id(field: pa.Field) -> int | None:
@@ -119,9 +139,13 @@ def _walk(fields: list[pa.Field], prefix: str = "") -> Iterator[tuple[str, pa.Fi
 
 
 class Schema:
-    """An immutable namespace schema with field ids on every (nested) field."""
+    """An immutable namespace schema with field ids on every (nested) field.
 
-    def __init__(self, arrow: pa.Schema):
+    ``last_field_id`` is at least the largest id present; pass the recorded
+    high-water mark so that ids of dropped columns are never handed out again.
+    """
+
+    def __init__(self, arrow: pa.Schema, last_field_id: int | None = None):
         self._arrow = arrow
         ids: dict[int, str] = {}
         for path, f in _walk(list(arrow)):
@@ -139,6 +163,7 @@ class Schema:
             names = [f.name for f in arrow]
             dup = sorted({n for n in names if names.count(n) > 1})
             raise SchemaError(f"duplicate column names in schema: {dup}")
+        self._last_field_id = max(self.max_field_id, -1 if last_field_id is None else last_field_id)
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -157,8 +182,8 @@ class Schema:
         return cls(pa.schema(fields, metadata=schema.metadata))
 
     @classmethod
-    def from_json(cls, obj: str | dict[str, Any]) -> Schema:
-        """Parse a JsonArrowSchema (string or dict)."""
+    def from_json(cls, obj: str | dict[str, Any], last_field_id: int | None = None) -> Schema:
+        """Parse a JsonArrowSchema (string or dict); ``last_field_id`` as for ``Schema()``."""
         if isinstance(obj, str):
             try:
                 obj = json.loads(obj)
@@ -170,7 +195,7 @@ class Schema:
             arrow = json_to_arrow_schema(obj)
         except TypeConversionError as exc:
             raise SchemaError(f"invalid schema JSON: {exc}") from exc
-        return cls(arrow)
+        return cls(arrow, last_field_id)
 
     def to_json(self) -> dict[str, Any]:
         """The JsonArrowSchema dict (field ids in each field's metadata)."""
@@ -191,7 +216,23 @@ class Schema:
 
     @property
     def max_field_id(self) -> int:
+        """The largest field id present in this schema (-1 when none)."""
         return max(self._path_by_id, default=-1)
+
+    @property
+    def last_field_id(self) -> int:
+        """The high-water mark: the largest field id ever assigned, dropped columns included.
+
+        Ids at or below it that the schema lacks are retired (old leaves and
+        specs may still carry them); ``add_column`` assigns ids above it.
+        """
+        return self._last_field_id
+
+    def with_last_field_id(self, floor: int) -> Schema:
+        """This schema with its high-water mark raised to at least ``floor``."""
+        if floor <= self._last_field_id:
+            return self
+        return Schema(self._arrow, floor)
 
     def field(self, name: str) -> pa.Field:
         """Top-level field by name."""
@@ -225,16 +266,17 @@ class Schema:
 
     # -- evolution (each returns a new Schema; ids are never reused) ----------
     def add_column(self, field: pa.Field) -> Schema:
-        """Append a nullable column; it and its children get fresh ids after ``max_field_id``."""
+        """Append a nullable column; it and its children get fresh ids after ``last_field_id``
+        (never an id a dropped column had)."""
         if self.has_field(field.name):
             raise SchemaError(f"column {field.name!r} already exists")
         if not field.nullable:
             raise SchemaError(
                 f"cannot add the non-nullable column {field.name!r}: existing rows have no value for it"
             )
-        counter = [self.max_field_id + 1]
+        counter = [self.last_field_id + 1]
         plain = pa.field(field.name, _strip_ids(field.type), True, field.metadata)
-        return Schema(self._arrow.append(_assign_ids(plain, counter)))
+        return Schema(self._arrow.append(_assign_ids(plain, counter)), self._last_field_id)
 
     def rename_column(self, old: str, new: str) -> Schema:
         """Rename a top-level column; its field id (and every spec using it) is unchanged."""
@@ -243,14 +285,14 @@ class Schema:
             raise SchemaError(f"cannot rename {old!r} to {new!r}: a column named {new!r} exists")
         if not new:
             raise SchemaError("a column name cannot be empty")
-        return Schema(self._arrow.set(i, self._arrow.field(i).with_name(new)))
+        return Schema(self._arrow.set(i, self._arrow.field(i).with_name(new)), self._last_field_id)
 
     def drop_column(self, name: str) -> Schema:
         """Remove a top-level column; its id is retired, never reused."""
         i = self._arrow.get_field_index(self.field(name).name)
         if len(self._arrow) == 1:
             raise SchemaError(f"cannot drop {name!r}: it is the only column")
-        return Schema(self._arrow.remove(i))
+        return Schema(self._arrow.remove(i), self._last_field_id)
 
     def widen_column(self, name: str, new_type: pa.DataType) -> Schema:
         """Promote a column's type losslessly (int32→int64, float→double, decimal(p,s)→decimal(p',s))."""
@@ -261,10 +303,17 @@ class Schema:
                 "is allowed (int8→16→32→64, float32→float64, decimal(p,s)→decimal(p',s) with p'≥p)"
             )
         i = self._arrow.get_field_index(name)
-        return Schema(self._arrow.set(i, pa.field(name, new_type, f.nullable, f.metadata)))
+        return Schema(
+            self._arrow.set(i, pa.field(name, new_type, f.nullable, f.metadata)),
+            self._last_field_id,
+        )
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Schema) and self._arrow.equals(other._arrow, check_metadata=True)
+        return (
+            isinstance(other, Schema)
+            and self._arrow.equals(other._arrow, check_metadata=True)
+            and self._last_field_id == other._last_field_id
+        )
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{f.name}: {f.type}" for f in self._arrow)

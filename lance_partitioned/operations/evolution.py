@@ -16,9 +16,57 @@ from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.manifest import SCHEMA_KEY, Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import CommitConflictError, SchemaError
-from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.schema import LAST_FIELD_ID_KEY, Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, parse_spec
+from lance_partitioned.operations.field_ids import lance_field_ids
+from lance_partitioned.operations.leaf_schema import LEAF_FIELD_ID_KEY
 from lance_partitioned.operations.time_ranges import warn_cyclic_fields
+
+
+def schema_metadata(schema: Schema) -> dict[str, str]:
+    """The ``__manifest`` metadata that publishes ``schema``: the schema and its
+    high-water mark, always written together (one metadata commit)."""
+    return {
+        SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":")),
+        LAST_FIELD_ID_KEY: str(schema.last_field_id),
+    }
+
+
+def evolving_schema(planned: Snapshot) -> Schema:
+    """``planned.schema`` with a high-water mark that covers every field id ever assigned.
+
+    The recorded mark (``LAST_FIELD_ID_KEY``) is trusted when present and not
+    below the ids the schema and the specs use. Otherwise (a namespace written
+    by 0.1 or by another implementation, or whose schema another
+    implementation changed since) no record says which ids dropped columns
+    had, so the mark is raised to the largest field id any published leaf
+    carries: its Lance field ids and the namespace ids it records under
+    ``LEAF_FIELD_ID_KEY``. That opens every leaf, once per snapshot; the next
+    schema change records the mark, so it happens once per namespace.
+    """
+    recorded = recorded_last_field_id(planned.dataset.metadata)
+    if recorded is not None and recorded >= planned.schema.last_field_id:
+        return planned.schema
+    cached = planned._cache.get("evolving_schema")
+    if cached is None:
+        cached = planned._cache["evolving_schema"] = planned.schema.with_last_field_id(
+            _leaf_field_id_floor(planned)
+        )
+    return cached
+
+
+def _leaf_field_id_floor(snapshot: Snapshot) -> int:
+    floor = -1
+    key = LEAF_FIELD_ID_KEY.encode()
+    for leaf in snapshot.leaves():
+        ds = snapshot.open_leaf(leaf)
+        for lf in ds.lance_schema.fields():
+            floor = max(floor, *lance_field_ids(lf))
+        for f in ds.schema:
+            raw = (f.metadata or {}).get(key)
+            if raw is not None and raw.strip().isdigit():
+                floor = max(floor, int(raw))
+    return floor
 
 
 def _check_unchanged(manifest: Manifest, planned: Snapshot) -> Snapshot:
@@ -62,6 +110,8 @@ def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> Partitio
 def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Schema:
     """Publish a new namespace schema (already validated against the evolution rules)."""
     _check_unchanged(manifest, planned)
+    # the ids of columns dropped so far stay retired, whoever built ``schema``
+    schema = schema.with_last_field_id(evolving_schema(planned).last_field_id)
     current = planned.current_spec
     for f in current.fields:
         for sid in f.source_ids:
@@ -75,9 +125,7 @@ def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Sche
                     f"cannot drop column {name!r}: the current partition spec v{current.spec_id} "
                     f"partitions by it (field {f.field_id!r}); evolve the spec first"
                 )
-    manifest.dataset().update_metadata(
-        {SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":"))}
-    )
+    manifest.dataset().update_metadata(schema_metadata(schema))
     return schema
 
 
@@ -88,7 +136,7 @@ def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.
     first (a reader in between sees wider values of the same partitions), then
     the schema and the specs switch together in one metadata commit.
     """
-    schema = planned.schema.widen_column(name, new_type)
+    schema = evolving_schema(planned).widen_column(name, new_type)
     source_id = schema.field_id(name)
     specs = {sid: s.with_widened_source(source_id, new_type) for sid, s in planned.specs.items()}
     changed = [s for sid, s in specs.items() if s != planned.specs[sid]]
@@ -100,7 +148,7 @@ def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.
     }
     _check_unchanged(manifest, planned)
     manifest.widen_partition_columns(columns)
-    metadata = {SCHEMA_KEY: json.dumps(schema.to_json(), separators=(",", ":"))}
+    metadata = schema_metadata(schema)
     metadata.update({s.key: s.to_json_str() for s in changed})
     manifest.dataset().update_metadata(metadata)
     return schema

@@ -429,7 +429,12 @@ def realigned_layout(schema: Schema, leaf: lance.LanceDataset) -> tuple[IdLayout
 
 
 def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str]:
-    """Inconsistencies between one leaf and the namespace schema (empty when consistent)."""
+    """Inconsistencies between one leaf and the namespace schema (empty when consistent).
+
+    A leaf column whose id the namespace retired (at or below
+    ``schema.last_field_id``, dropped since) is legitimate: old leaves keep
+    dropped columns. Only ids above the high-water mark are unknown.
+    """
     problems = []
     drift = _drift_or_none(schema, leaf)
     if drift:
@@ -448,7 +453,7 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
     except KeyError as exc:
         return [f"partition {label}: cannot map leaf columns to field ids ({exc})"]
     for fid, lf in by_id.items():
-        if fid > schema.max_field_id:
+        if fid > schema.last_field_id:
             problems.append(
                 f"partition {label}: column {lf.name!r} has field id {fid}, unknown to the namespace"
             )

@@ -77,6 +77,12 @@ _COMPATIBLE = {("number", "string"), ("string", "binary")}
 
 def _refuse(column: str, t: pa.DataType, value: Any, why: str = "") -> FilterError:
     shown = f"'{value}'" if isinstance(value, str) else repr(value)
+    if value is True and not why:
+        # the parser reads a bare column used as a condition, ``WHERE id``, as ``id = TRUE``
+        why = (
+            f"{t} is not boolean (a column used alone as a condition is read as "
+            f"{column} = TRUE, and a filter must be a boolean condition)"
+        )
     return FilterError(
         f"filter compares column {column!r} of type {t} with {shown}"
         + (f": {why}" if why else f", which is not a {t} value")

@@ -60,6 +60,7 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
 from lance_partitioned.format.types import is_text
+from lance_partitioned.operations.filter_check import check_filter
 from lance_partitioned.operations.literals import cast_literal
 from lance_partitioned.operations.time_ranges import (
     calendar_bound,
@@ -124,7 +125,9 @@ def bind(expr: Expr, schema: Schema) -> Expr:
     A predicate whose literal cannot be converted exactly becomes Opaque: it
     does not prune, and the scan still applies it with Lance's own coercion.
     A literal that cannot be compared with its column raises FilterError
-    (``literals.cast_literal`` states the rules, time zones included).
+    (``literals.cast_literal`` states the rules, time zones included), and so
+    does a filter that is not a condition or that Lance cannot plan
+    (``filter_check``).
     """
     for name in referenced_columns(expr):
         if not schema.has_field(name):
@@ -158,7 +161,9 @@ def bind(expr: Expr, schema: Schema) -> Expr:
             return Not(go(e.child))
         return e
 
-    return go(expr)
+    bound = go(expr)
+    check_filter(bound, schema)  # what Lance would refuse is refused here, before any read
+    return bound
 
 
 def to_nnf(expr: Expr) -> Expr:

@@ -1,0 +1,117 @@
+"""Refusing filters Lance cannot evaluate as a condition, before any namespace data is read.
+
+``bind`` checks what it understands (columns, literals). What it passes
+through unanalysed (``Opaque`` SQL: arithmetic, functions, casts) or does not
+type (``LIKE``) Lance would reject only once a leaf is scanned, with an
+``OSError`` full of Rust source paths, and a delete would by then have planned
+against the namespace. So a filter is checked first:
+
+- the whole filter must be a condition: a bare ``NULL`` or any other literal
+  that is not a boolean is refused (Lance: "does not return a boolean");
+- ``LIKE`` needs a string or binary column;
+- a filter with ``Opaque`` parts is planned by Lance against an empty,
+  in-memory table with the namespace's columns (nothing is written anywhere,
+  and the namespace is not touched); an error there is raised as a
+  FilterError with Lance's message, without its source paths.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+
+import lance
+import pyarrow as pa
+
+from lance_partitioned.errors import FilterError
+from lance_partitioned.format.expressions import (
+    And,
+    Expr,
+    Like,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+)
+from lance_partitioned.format.filters.render import to_sql
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.types import is_bytes, is_text
+from lance_partitioned.operations.field_ids import without_field_id_metadata
+
+
+def check_filter(expr: Expr, schema: Schema) -> None:
+    """Raise FilterError, naming the problem, unless Lance can evaluate the bound
+    filter ``expr`` as a condition on rows of ``schema``. Never reads the namespace."""
+    _check_condition(expr)
+    for like in _walk(expr, Like):
+        t = schema.field(like.ref.name).type
+        if not (is_text(t) or is_bytes(t)):
+            raise FilterError(
+                f"filter applies LIKE to column {like.ref.name!r} of type {t}; LIKE needs a "
+                "string or binary column"
+            )
+    if next(_walk(expr, Opaque), None) is not None:
+        _plan_with_lance(to_sql(expr), schema)
+
+
+def _check_condition(expr: Expr) -> None:
+    """The filter as a whole (through NOT) must be a condition, not a value."""
+    top = expr
+    while isinstance(top, Not):
+        top = top.child
+    if isinstance(top, Literal) and not isinstance(top.value, bool):
+        shown = "NULL" if top.value is None else repr(top.value)
+        raise FilterError(
+            f"filter {shown} is not a condition: a filter must be a boolean expression "
+            "(NULL would match no row; write 'false' for that, 'true' for every row)"
+        )
+
+
+def _walk(expr: Expr, kind: type) -> object:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, kind):
+            yield e
+        if isinstance(e, (And, Or)):
+            stack.extend((e.left, e.right))
+        elif isinstance(e, Not):
+            stack.append(e.child)
+
+
+# Lance appends the Rust source location to its messages: ", /…/planner.rs:1100:20"
+_RUST_PATH = re.compile(r",?\s*\S*/[\w./-]+\.rs:\d+:\d+")
+
+
+def lance_message(exc: BaseException) -> str:
+    """Lance's error message without the Rust source paths it carries."""
+    return _RUST_PATH.sub("", str(exc)).strip()
+
+
+_empty: dict[str, lance.LanceDataset] = {}
+_empty_lock = threading.Lock()
+
+
+def _empty_table(schema: Schema) -> lance.LanceDataset:
+    key = schema.to_json_str()
+    with _empty_lock:
+        hit = _empty.get(key)
+    if hit is None:
+        arrow = without_field_id_metadata(pa.schema(list(schema.arrow)))
+        # in memory only, discarded with the cache: never storage, never the namespace
+        hit = lance.write_dataset(arrow.empty_table(), f"memory://lp-filter-{uuid.uuid4().hex}")
+        with _empty_lock:
+            if len(_empty) > 64:
+                _empty.clear()
+            _empty[key] = hit
+    return hit
+
+
+def _plan_with_lance(sql: str, schema: Schema) -> None:
+    try:
+        _empty_table(schema).count_rows(filter=sql)
+    except Exception as exc:  # Lance raises OSError/ValueError for filters it cannot plan
+        raise FilterError(
+            f"filter {sql!r} cannot be evaluated on the namespace's columns: {lance_message(exc)}"
+        ) from None
