@@ -175,7 +175,9 @@ def run(workdir: str) -> dict:
     import lance_partitioned as lp
     from lance_partitioned import spark as lps
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    # run as a script: conftest (tests/) imports the repository's demo package
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [tests_dir, os.path.dirname(tests_dir)]
     from conftest import make_events
 
     cluster = Cluster(workdir)
