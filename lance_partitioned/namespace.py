@@ -135,7 +135,13 @@ class PartitionedNamespace:
         metadata = {**evolution.schema_metadata(ns_schema), ns_spec.key: ns_spec.to_json_str()}
         columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
         first_row = pa.Table.from_pylist(
-            [{"object_id": ns_spec.namespace, "object_type": "namespace", "metadata": "{}"}],
+            [
+                {
+                    "object_id": layout.spec_namespace(ns_spec.spec_id),
+                    "object_type": "namespace",
+                    "metadata": "{}",
+                }
+            ],
             schema=manifest_schema(columns),
         )
         ds = lance.write_dataset(

@@ -89,3 +89,21 @@ def test_one_home_for_the_local_path_test_and_base36_names():
     name = derived_namespace_name(b"secret", "label")
     assert len(name) == 16 and set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789")
     assert _sources_containing("abcdefghijklmnopqrstuvwxyz0123456789") == ["catalog/layout.py"]
+
+
+def test_one_home_for_the_spec_version_namespace_name():
+    from lance_partitioned.catalog import layout
+    from lance_partitioned.catalog.manifest_query import partitions_matching, spec_members
+
+    assert layout.spec_namespace(7) == "v7"
+    assert layout.spec_id_of_namespace("v12") == 12
+    for other in ("v", "vx", "x1", "V1", "v1$abc", "dataset"):
+        assert layout.spec_id_of_namespace(other) is None, other
+    assert layout.spec_id_of("v3$k7m2n9p4q8r5s3t6$dataset") == 3
+    assert layout.spec_members_like(3) == "v3$%"
+    assert spec_members(3) == "object_id LIKE 'v3$%'"
+    assert partitions_matching({1: None, 2: None}) is None
+    # object ids are parsed and matched through layout; the __manifest query is composed once
+    assert _sources_containing("$%") == ["catalog/layout.py"]
+    assert _sources_containing("object_id LIKE") == ["catalog/manifest_query.py"]
+    assert _sources_containing('startswith("v")') == []

@@ -274,3 +274,44 @@ def test_residual_filter_drops_only_guaranteed_conjuncts(by_year_month):
     mid = to_nnf(bind(parse_filter("d <= '2023-03-15'"), ns.schema))
     assert residual_filter(mid, spec, ns.schema, {"d_year": 2023, "d_month": 3}) is not None
     assert residual_filter(mid, spec, ns.schema, {"d_year": 2023, "d_month": 2}) is None
+
+
+def test_manifest_query_is_composed_per_spec_version(tmp_path):
+    """One __manifest query: ``object_id LIKE 'v<N>$%'`` AND that spec's predicate, ORed."""
+    import lance
+    import pyarrow.compute as pc
+
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "year(d)")
+    ns.append(data().slice(0, 120))
+    ns.evolve_spec("name")
+    ns.append(data().slice(120))
+    manifest = lance.dataset(str(tmp_path / "ns" / "__manifest")).to_table()
+    tables = manifest.filter(pc.equal(manifest["object_type"], "table"))
+    v1 = pc.starts_with(tables["object_id"], "v1$")
+    v2 = pc.starts_with(tables["object_id"], "v2$")
+
+    def selected(mask) -> set[str]:
+        return set(tables.filter(mask)["object_id"].to_pylist())
+
+    flt = "d >= '2024-01-01' AND name = 'apple'"
+    expected = selected(
+        pc.or_kleene(
+            pc.and_kleene(v1, pc.greater_equal(tables["partition_field_d_year"], 2024)),
+            pc.and_kleene(v2, pc.equal(tables["partition_field_name"], "apple")),
+        )
+    )
+    assert expected and {t.object_id for t in ns.plan(flt)} == expected
+    assert ns.scan(flt).explain().splitlines()[2] == (
+        "__manifest predicate: ((object_id LIKE 'v1$%' AND (partition_field_d_year >= 2024)) "
+        "OR (object_id LIKE 'v2$%' AND (partition_field_name = 'apple')))"
+    )
+    # a spec that prunes nothing keeps all its partitions
+    flt = "name = 'apple'"
+    expected = selected(
+        pc.or_kleene(v1, pc.and_kleene(v2, pc.equal(tables["partition_field_name"], "apple")))
+    )
+    assert {t.object_id for t in ns.plan(flt)} == expected
+    assert ns.scan(flt).explain().splitlines()[2] == (
+        "__manifest predicate: (object_id LIKE 'v1$%' OR "
+        "(object_id LIKE 'v2$%' AND (partition_field_name = 'apple')))"
+    )

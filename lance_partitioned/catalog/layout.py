@@ -70,13 +70,35 @@ def split_id(object_id: str) -> list[str]:
     return object_id.split(SEPARATOR)
 
 
+# Spec version namespaces are named ``v<N>`` (seed 000). The helpers below are
+# the only code that spells that name; everything else asks them.
+_SPEC_NAMESPACE_PREFIX = "v"
+
+
 def spec_namespace(spec_id: int) -> str:
-    return f"v{spec_id}"
+    """The name of spec version ``spec_id``'s namespace, ``v<N>``."""
+    return f"{_SPEC_NAMESPACE_PREFIX}{spec_id}"
+
+
+def spec_id_of_namespace(name: str) -> int | None:
+    """N when ``name`` is a spec version namespace name ``v<N>``; None for any other name."""
+    digits = name[len(_SPEC_NAMESPACE_PREFIX) :]
+    if name.startswith(_SPEC_NAMESPACE_PREFIX) and digits.isdigit():
+        return int(digits)
+    return None
+
+
+def spec_members_like(spec_id: int) -> str:
+    """The SQL ``LIKE`` pattern of object ids under spec version ``spec_id``: ``v<N>$%``.
+
+    ``v<N>$`` holds no ``%``, ``_`` or ``\\``, so the pattern needs no escaping.
+    """
+    return spec_namespace(spec_id) + SEPARATOR + "%"
 
 
 def spec_id_of(object_id: str) -> int:
     """The spec version an object belongs to, from its ``v<N>`` first level."""
-    head = split_id(object_id)[0]
-    if not head.startswith("v") or not head[1:].isdigit():
+    sid = spec_id_of_namespace(split_id(object_id)[0])
+    if sid is None:
         raise ValueError(f"object id {object_id!r} is not under a spec version namespace")
-    return int(head[1:])
+    return sid

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog.history import removed_version_error
-from lance_partitioned.catalog.layout import join_uri, local_path
+from lance_partitioned.catalog.layout import join_uri, local_path, spec_namespace
 from lance_partitioned.errors import (
     CommitConflictError,
     NotAPartitionedNamespaceError,
@@ -318,7 +318,7 @@ def lock_rows(spec_ids: Iterable[int]) -> list[dict[str, Any]]:
     the same row, which makes them conflict.
     """
     return [
-        {"object_id": f"v{sid}", "object_type": "namespace", "metadata": "{}"}
+        {"object_id": spec_namespace(sid), "object_type": "namespace", "metadata": "{}"}
         for sid in sorted(set(spec_ids))
     ]
 
@@ -368,11 +368,6 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             cols.append(pa.nulls(n, type=f.type))
     return pa.Table.from_arrays(cols, schema=schema)
-
-
-def prefix_filter(prefix: str) -> str:
-    """Rows whose object_id starts with ``prefix`` followed by ``$``."""
-    return f"object_id LIKE {render_literal(prefix + '$%')}"
 
 
 def is_in(column: pa.Array, values: Sequence[Any]) -> pa.Array:

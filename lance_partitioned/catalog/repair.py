@@ -144,9 +144,8 @@ def rebuild(
         fixed = {k: row.get(k) for k in schema.names if k in row}
         parts = layout.split_id(oid)
         head = parts[0]
-        spec_fields = (
-            fields.get(int(head[1:])) if head.startswith("v") and head[1:].isdigit() else None
-        )
+        sid = layout.spec_id_of_namespace(head)
+        spec_fields = fields.get(sid) if sid is not None else None
         if spec_fields and len(parts) > 1:
             is_table = row["object_type"] == "table"
             depth = len(spec_fields) if is_table else len(parts) - 1

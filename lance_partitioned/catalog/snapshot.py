@@ -19,8 +19,8 @@ from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     SPEC_KEY_PREFIX,
     Manifest,
-    prefix_filter,
 )
+from lance_partitioned.catalog.manifest_query import NAMESPACE_ROWS, TABLE_ROWS, spec_members, where
 from lance_partitioned.errors import (
     NamespaceDamagedError,
     NotAPartitionedNamespaceError,
@@ -162,7 +162,7 @@ class Snapshot:
     # -- rows ---------------------------------------------------------------
     def leaves(self, filter: str | None = None) -> list[Leaf]:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
-        cond = "object_type = 'table'" + (f" AND ({filter})" if filter else "")
+        cond = where(TABLE_ROWS, filter)
         spec_cols = {f.column for s in self.specs.values() for f in s.fields}
         cols = [
             "object_id",
@@ -186,7 +186,7 @@ class Snapshot:
         heads = [oid.partition(layout.SEPARATOR)[0] for oid in oids]
         spec_of: dict[str, int] = {}
         values_of: dict[int, list[tuple[Any, ...]]] = {}
-        foreign = {h for h in heads if not (h.startswith("v") and h[1:].isdigit())}
+        foreign = {h for h in set(heads) if layout.spec_id_of_namespace(h) is None}
         if foreign:
             # Tables other tools created beside the spec versions are not partitions.
             log.debug("ignoring tables outside the spec version namespaces: %s", sorted(foreign))
@@ -216,10 +216,10 @@ class Snapshot:
         ]
 
     def leaves_of_spec(self, spec_id: int) -> list[Leaf]:
-        return self.leaves(prefix_filter(layout.spec_namespace(spec_id)))
+        return self.leaves(spec_members(spec_id))
 
     def namespace_rows(self, spec_id: int) -> pa.Table:
-        cond = f"object_type = 'namespace' AND {prefix_filter(layout.spec_namespace(spec_id))}"
+        cond = where(NAMESPACE_ROWS, spec_members(spec_id))
         return self.rows_dataset.to_table(filter=cond)
 
     def open_leaf(self, leaf: Leaf) -> lance.LanceDataset:

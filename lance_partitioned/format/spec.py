@@ -260,11 +260,6 @@ class PartitionSpec:
         """The root metadata key, ``partition_spec_v<N>``."""
         return f"partition_spec_v{self.spec_id}"
 
-    @property
-    def namespace(self) -> str:
-        """The spec version namespace name, ``v<N>``."""
-        return f"v{self.spec_id}"
-
     def validate(self, schema: Schema) -> None:
         for f in self.fields:
             f.validate(schema)

@@ -592,33 +592,19 @@ def residual_filter(
     return and_all(kept) if kept else None
 
 
-# -- the manifest query -------------------------------------------------------
+# -- per-spec partition predicates -------------------------------------------
 
 
-def manifest_filter(
+def partition_predicates(
     expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema
-) -> str | None:
-    """SQL over ``__manifest`` table rows selecting the partitions a *bound* ``expr`` may match.
+) -> dict[int, Expr | None]:
+    """For each spec version, a predicate on its partition columns that a *bound* ``expr`` implies.
 
-    None means "every table row". The caller adds ``object_type = 'table'``.
+    A partition whose values fail its spec's predicate holds no matching row. None
+    for a spec means it prunes nothing. ``catalog.manifest_query`` turns these
+    into the ``__manifest`` query.
     """
     if expr is None:
-        return None
+        return dict.fromkeys(specs)
     nnf = to_nnf(expr)
-    branches = []
-    any_pruned = False
-    for sid in sorted(specs):
-        proj = SpecProjector(specs[sid], schema).project(nnf)
-        prefix = f"object_id LIKE {render_literal(f'v{sid}$%')}"
-        if proj is None:
-            branches.append(prefix)
-        else:
-            any_pruned = True
-            branches.append(f"({prefix} AND ({to_sql(proj)}))")
-    if not any_pruned:
-        return None
-    return or_all_sql(branches)
-
-
-def or_all_sql(branches: list[str]) -> str:
-    return branches[0] if len(branches) == 1 else "(" + " OR ".join(branches) + ")"
+    return {sid: SpecProjector(specs[sid], schema).project(nnf) for sid in sorted(specs)}

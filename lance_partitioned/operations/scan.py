@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import lance
 import pyarrow as pa
 
+from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format.expressions import Expr, referenced_columns
@@ -27,7 +28,12 @@ from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping
-from lance_partitioned.operations.pruning import bind, manifest_filter, residual_filter, to_nnf
+from lance_partitioned.operations.pruning import (
+    bind,
+    partition_predicates,
+    residual_filter,
+    to_nnf,
+)
 
 FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
 
@@ -47,6 +53,9 @@ class ScanTask(NamedTuple):
     read_tag: str | None
     spec_id: int
     partition_values: dict[str, Any]
+    # The Lance SQL filter this leaf's rows still need: the scan filter without
+    # the conjuncts its partition values guarantee. None: every row matches.
+    filter_sql: str | None = None
 
 
 def parse_any_filter(filter: FilterLike) -> Expr | None:
@@ -147,7 +156,10 @@ class Scan:
                     raise FilterError(f"unknown column {c!r}; columns are {snapshot.schema.names}")
         self.columns = columns
         self.batch_size = batch_size
-        self.manifest_sql = manifest_filter(self.expr, snapshot.specs, snapshot.schema)
+        self._leaf_filters: dict[str, str | None] = {}
+        self.manifest_sql = partitions_matching(
+            partition_predicates(self.expr, snapshot.specs, snapshot.schema)
+        )
 
     @cached_property
     def output_schema(self) -> pa.Schema:
@@ -162,21 +174,33 @@ class Scan:
     def leaves(self) -> list[Leaf]:
         return self.snapshot.leaves(self.manifest_sql)
 
-    def _leaf_sql(self, leaf: Leaf) -> str | None:
-        """The filter one leaf still needs: conjuncts its partition values guarantee are dropped."""
+    def leaf_filter(self, leaf: Leaf) -> str | None:
+        """The Lance SQL filter ``leaf`` still needs: its residual. None: every row matches.
+
+        Conjuncts the leaf's partition values guarantee are dropped. Rendered once
+        per leaf and shared by every reader of this scan: core reads, ``count``,
+        ``plan()`` and the Spark tasks planned from it.
+        """
         if self.expr is None:
             return None
+        try:
+            return self._leaf_filters[leaf.object_id]
+        except KeyError:
+            pass
         spec = self.snapshot.specs[leaf.spec_id]
         values = dict(zip((f.field_id for f in spec.fields), leaf.values, strict=True))
         rest = residual_filter(self._nnf, spec, self.snapshot.schema, values)
-        return None if rest is None else to_sql(rest)
+        sql = None if rest is None else to_sql(rest)
+        # Threads reading leaves may race here; both compute the same text.
+        self._leaf_filters[leaf.object_id] = sql
+        return sql
 
     @cached_property
     def _nnf(self) -> Expr:
         return to_nnf(self.expr)
 
     def plan(self) -> list[ScanTask]:
-        """The selected leaf tables, in manifest order."""
+        """The selected leaf tables, in manifest order, each with its residual filter."""
         names = {
             sid: [f.field_id for f in spec.fields] for sid, spec in self.snapshot.specs.items()
         }
@@ -191,6 +215,7 @@ class Scan:
                 leaf.read_tag,
                 leaf.spec_id,
                 dict(zip(names[leaf.spec_id], leaf.values, strict=True)),
+                self.leaf_filter(leaf),
             )
             for leaf in self.leaves
         ]
@@ -203,7 +228,7 @@ class Scan:
                 self.snapshot.open_leaf(leaf),
                 self.snapshot.schema,
                 [f.name for f in self.output_schema],
-                self._leaf_sql(leaf),
+                self.leaf_filter(leaf),
                 self.filter_columns,
                 leaf.object_id,
                 batch_size=self.batch_size,
@@ -249,7 +274,7 @@ class Scan:
             if ReadMapping(
                 self.snapshot.schema, self.filter_columns, ds, leaf.object_id
             ).is_identity:
-                return ds.count_rows(filter=self._leaf_sql(leaf))
+                return ds.count_rows(filter=self.leaf_filter(leaf))
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 
         with ThreadPoolExecutor(_threads()) as pool:

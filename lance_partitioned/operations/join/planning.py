@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_partitioned.catalog.layout import spec_namespace
 from lance_partitioned.catalog.mirror import format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
@@ -92,7 +93,7 @@ class SidePlan:
             f"{f.field_id}={format_partition_value(v) if v is not None else 'NULL'}"
             for f, v in zip(spec.fields, leaf.values, strict=True)
         )
-        return f"v{leaf.spec_id}({vals})"
+        return f"{spec_namespace(leaf.spec_id)}({vals})"
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ class JoinPlan:
         lines = [f"{self.how} join on {on}"]
         for sp in (self.left, self.right):
             specs = "; ".join(
-                f"v{sid}: {sp.snapshot.specs[sid].describe(sp.snapshot.schema)}"
+                f"{spec_namespace(sid)}: {sp.snapshot.specs[sid].describe(sp.snapshot.schema)}"
                 for sid in sorted({lf.spec_id for lf in sp.leaves})
             )
             lines.append(
