@@ -10,6 +10,7 @@ import time
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS_SCHEMA, make_events
 
@@ -177,6 +178,56 @@ def test_default_reads_are_right_when_spark_reuses_a_plan(spark, tpch_ns):
         ns.count("l_shipmode = 'MAIL'"),
         ns.count("l_shipmode = 'SHIP' AND l_quantity < 10"),
     )
+
+
+def _events_oracle(table: pa.Table, country: str, since: dt.date, min_amount: float | None):
+    """Ids of ``table`` rows matching the test filter, computed with pyarrow.compute."""
+    mask = pc.and_(
+        pc.equal(table["country"], country), pc.greater_equal(table["event_date"], since)
+    )
+    if min_amount is not None:
+        mask = pc.and_(mask, pc.greater(table["amount"], min_amount))
+    return sorted(table.filter(mask)["id"].to_pylist())
+
+
+@pytest.mark.parametrize(
+    ("flt", "since", "min_amount"),
+    [
+        # 2025 leaves still need the date; 2026 leaves need only the amount
+        ("country = 'US' AND event_date >= '2025-06-01' AND amount > 3", dt.date(2025, 6, 1), 3.0),
+        # every selected leaf's partition values guarantee the whole filter
+        ("country = 'US' AND event_date >= '2025-01-01'", dt.date(2025, 1, 1), None),
+    ],
+)
+def test_spark_tasks_read_each_leaf_with_its_residual_filter(
+    spark, tmp_path, flt, since, min_amount
+):
+    from lance_partitioned.spark.datasource import LancePartitionedDataSource
+
+    source = make_events(300)
+    ns = lp.create(str(tmp_path / "events"), EVENTS_SCHEMA, "year(event_date), country")
+    ns.append(source)
+    core = {t.object_id: t.filter_sql for t in ns.plan(flt)}
+    assert core and all("country" not in (f or "") for f in core.values())
+    if min_amount is None:
+        assert set(core.values()) == {None}
+    else:
+        years = {t.object_id: t.partition_values["event_date_year"] for t in ns.plan(flt)}
+        assert {years[o] for o, f in core.items() if "event_date" in f} == {2025}
+        assert {years[o] for o, f in core.items() if "event_date" not in f} == {2026}
+        assert all("amount" in f for f in core.values())
+
+    # What the Spark source hands its tasks, planned as Spark plans it (driver side).
+    ds = LancePartitionedDataSource({"path": ns.root, "filter": flt, "minPartitions": "4"})
+    pieces = [p for part in ds.reader(ds.schema()).partitions() for p in part.task.pieces]
+    assert {p.leaf.object_id: p.filter_sql for p in pieces} == core
+
+    want = _events_oracle(source, "US", since, min_amount)
+    assert want
+    assert sorted(r.id for r in load(spark, ns.root, filter=flt).select("id").collect()) == want
+    got = lps.read_arrow(spark, ns.root, columns=["id"], filter=flt).collect()
+    assert sorted(r.id for r in got) == want
+    assert sorted(ns.scan(flt, columns=["id"]).to_arrow()["id"].to_pylist()) == want
 
 
 @pytest.mark.xfail(

@@ -161,7 +161,6 @@ def read_arrow(
     tasks = plan.tasks
     options = ReadOptions(
         columns=tuple(arrow.names),
-        filter_sql=scan.sql,
         target=spark_arrow_schema(schema),
         schema=scan.snapshot.schema,
         filter_columns=tuple(scan.filter_columns),

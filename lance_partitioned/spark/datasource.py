@@ -177,7 +177,6 @@ class LancePartitionedReader(DataSourceReader):
         )
         read_options = ReadOptions(
             columns=columns,
-            filter_sql=scan.sql,
             target=spark_arrow_schema(self.spark_schema),
             schema=scan.snapshot.schema,
             filter_columns=tuple(scan.filter_columns),

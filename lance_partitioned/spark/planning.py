@@ -7,7 +7,8 @@ partitions with the filter, and packs the fragments of the selected leaves into
 query read one consistent state even while writers commit meanwhile.
 
 ``read_task`` runs on executors. It needs no manifest access: each piece carries
-the leaf URI and version, the Lance filter and the target Arrow schema.
+the leaf URI and version and the leaf's residual filter (``Scan.leaf_filter``, the
+very text a core read of that leaf runs); the options carry the target Arrow schema.
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ _LEAVES_PER_TASK_UNSPLIT = 64
 
 @dataclass(frozen=True)
 class LeafPiece:
-    """Part of one leaf to read: some fragments (None: all of them) at a pinned version."""
+    """Part of one leaf to read: some fragments (None: all of them) at a pinned version.
+
+    ``filter_sql`` is the leaf's residual filter in Lance SQL (None: every row matches).
+    """
 
     uri: str
     leaf: Leaf
     fragment_ids: tuple[int, ...] | None
     rows: int | None  # before filtering; None when not known at planning time
+    filter_sql: str | None
 
 
 @dataclass(frozen=True)
@@ -69,10 +74,13 @@ class ReadTask:
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """What every task reads: output columns, Lance filter, Arrow schema Spark expects."""
+    """What every task reads: output columns and the Arrow schema Spark expects.
+
+    The filter is per leaf, on each ``LeafPiece``; ``filter_columns`` are the
+    columns of the whole scan filter (a superset of every residual's).
+    """
 
     columns: tuple[str, ...]
-    filter_sql: str | None
     target: pa.Schema
     batch_size: int | None = None
     storage_options: dict[str, str] | None = None
@@ -134,12 +142,14 @@ def parse_version(text: str | None) -> int | str | None:
     return int(text) if text.isdigit() else text
 
 
-def _leaf_pieces(snapshot: Snapshot, leaf: Leaf) -> list[LeafPiece]:
+def _leaf_pieces(scan: Scan, leaf: Leaf) -> list[LeafPiece]:
+    snapshot = scan.snapshot
     uri = snapshot.leaf_uri(leaf.location)
     ds = open_leaf_dataset(uri, leaf, snapshot.manifest.storage_options)
+    residual = scan.leaf_filter(leaf)
     out = []
     for frag in ds.get_fragments():
-        out.append(LeafPiece(uri, leaf, (frag.fragment_id,), frag.metadata.num_rows))
+        out.append(LeafPiece(uri, leaf, (frag.fragment_id,), frag.metadata.num_rows, residual))
     return out
 
 
@@ -169,7 +179,8 @@ def _merge_fragments(task: ReadTask) -> ReadTask:
             merged[p.uri] = p
         else:
             ids = (prev.fragment_ids or ()) + (p.fragment_ids or ())
-            merged[p.uri] = LeafPiece(p.uri, p.leaf, ids, (prev.rows or 0) + (p.rows or 0))
+            rows = (prev.rows or 0) + (p.rows or 0)
+            merged[p.uri] = LeafPiece(p.uri, p.leaf, ids, rows, p.filter_sql)
     return ReadTask(task.index, tuple(merged.values()))
 
 
@@ -196,14 +207,17 @@ def plan_read(
     if len(leaves) <= MAX_LEAVES_TO_SPLIT:
         threads = max(2, min(16, (os.cpu_count() or 2) * 2))
         with ThreadPoolExecutor(threads) as pool:
-            per_leaf = list(pool.map(lambda lf: _leaf_pieces(snapshot, lf), leaves))
+            per_leaf = list(pool.map(lambda lf: _leaf_pieces(scan, lf), leaves))
         pieces = [p for ps in per_leaf for p in ps]
         total_rows = sum(p.rows or 0 for p in pieces)
         spread = math.ceil(total_rows / max(1, min_tasks))
         target = max(1, min(rows_per_task, max(min_rows_per_task, spread)))
         tasks = [_merge_fragments(t) for t in _pack(pieces, target)]
     else:
-        whole = [LeafPiece(snapshot.leaf_uri(lf.location), lf, None, None) for lf in leaves]
+        whole = [
+            LeafPiece(snapshot.leaf_uri(lf.location), lf, None, None, scan.leaf_filter(lf))
+            for lf in leaves
+        ]
         per_task = max(1, min(_LEAVES_PER_TASK_UNSPLIT, math.ceil(len(whole) / max(1, min_tasks))))
         tasks = [
             ReadTask(i, tuple(whole[s : s + per_task]))
@@ -235,7 +249,7 @@ def read_task(task: ReadTask, options: ReadOptions) -> Iterator[pa.RecordBatch]:
             ds,
             options.schema,
             list(options.columns),
-            options.filter_sql,
+            piece.filter_sql,
             options.filter_columns,
             piece.leaf.object_id,
             batch_size=options.batch_size,
