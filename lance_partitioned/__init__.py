@@ -7,6 +7,7 @@ ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 """
 
 from lance_partitioned.errors import (
+    ColumnNotFoundError,
     CommitConflictError,
     CyclicPartitionWarning,
     FilterError,
@@ -33,6 +34,7 @@ from lance_partitioned.operations.staged_check import StagedFilesMissingError
 __version__ = "0.1.0"
 
 __all__ = [
+    "ColumnNotFoundError",
     "CommitConflictError",
     "CyclicPartitionWarning",
     "DeleteResult",

@@ -15,6 +15,25 @@ class SchemaError(PartitionedNamespaceError, ValueError):
     """A namespace schema is invalid, or input data does not fit it."""
 
 
+class ColumnNotFoundError(SchemaError, KeyError):
+    """A column the caller named is not in the namespace schema.
+
+    Raised for a projection (``ns.scan(columns=[...])``, ``read_arrow``), the Spark
+    ``columns`` option, and a join's columns and keys, with a message naming the
+    missing column(s) and the columns there are; ``missing`` holds the names. It is
+    a ``SchemaError`` (and a ``KeyError``, the lookup that failed), never a
+    ``FilterError``: a column named in a *filter* that does not exist is a
+    ``FilterError``, since the filter is what is wrong. ``str()`` is the plain
+    message, without ``KeyError``'s quotes.
+    """
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+    __str__ = SchemaError.__str__
+
+
 class NotAPartitionedNamespaceError(PartitionedNamespaceError):
     """The root exists but is not a partitioned namespace (or does not exist)."""
 

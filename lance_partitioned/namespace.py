@@ -7,7 +7,7 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import lance
 import pyarrow as pa
@@ -38,8 +38,11 @@ from lance_partitioned.operations.write import WriteJob
 
 log = logging.getLogger(__name__)
 
-SchemaLike = Any  # pa.Schema | Schema | str (JsonArrowSchema JSON) | dict
-SpecLike = Any  # str (Iceberg-style or JSON) | dict | PartitionSpec | Sequence[PartitionField]
+SchemaLike: TypeAlias = pa.Schema | Schema | str | dict[str, Any]
+"""A namespace schema: Arrow, our ``Schema``, or JsonArrowSchema JSON (text or dict)."""
+SpecLike: TypeAlias = str | dict[str, Any] | PartitionSpec | Sequence[PartitionField]
+"""A partition spec: Iceberg-style text (``"year(d), country"``) or JSON, a JSON dict,
+a ``PartitionSpec``, or its fields."""
 
 
 def to_schema(schema: SchemaLike) -> Schema:

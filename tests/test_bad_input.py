@@ -138,8 +138,15 @@ def test_garbage_filter(ns):
 
 
 def test_unknown_projection_column(ns):
-    with pytest.raises(lp.FilterError, match="unknown column 'x'"):
+    # a projection is not a filter: its own error, a SchemaError and a KeyError
+    with pytest.raises(lp.ColumnNotFoundError, match="unknown column 'x'") as info:
         ns.scan(columns=["id", "x"])
+    assert not isinstance(info.value, lp.FilterError)
+    assert isinstance(info.value, lp.SchemaError) and isinstance(info.value, KeyError)
+    assert info.value.missing == ("x",)
+    assert str(info.value).startswith("unknown column 'x' in the projection; columns are [")
+    with pytest.raises(lp.ColumnNotFoundError, match="'nope'"):
+        ns.scan(columns=["nope"])
 
 
 def test_bad_version(ns):

@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 import lance_partitioned
+import lance_partitioned as lp
 
 PACKAGE = Path(lance_partitioned.__file__).parent
 
@@ -107,3 +108,25 @@ def test_one_home_for_the_spec_version_namespace_name():
     assert _sources_containing("$%") == ["catalog/layout.py"]
     assert _sources_containing("object_id LIKE") == ["catalog/manifest_query.py"]
     assert _sources_containing('startswith("v")') == []
+
+
+def test_input_type_aliases_are_real_unions():
+    import typing
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from lance_partitioned.format.expressions import Expr
+    from lance_partitioned.namespace import SchemaLike, SpecLike
+    from lance_partitioned.operations.input import DataLike
+    from lance_partitioned.operations.scan import FilterLike
+
+    def members(alias) -> set:
+        args = typing.get_args(alias)
+        assert args and typing.Any not in args, alias
+        return {a.__forward_arg__ if isinstance(a, typing.ForwardRef) else a for a in args}
+
+    assert {pa.Table, pa.RecordBatch, pa.RecordBatchReader, "pandas.DataFrame"} <= members(DataLike)
+    assert {str, pc.Expression, "datafusion.Expr", Expr, type(None)} == members(FilterLike)
+    assert {pa.Schema, lp.Schema, str} <= members(SchemaLike)
+    assert {str, lp.PartitionSpec} <= members(SpecLike)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeAlias, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,7 +12,27 @@ from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import type_family
 
-DataLike = Any  # pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch] | pandas.DataFrame
+if TYPE_CHECKING:
+    import pandas  # optional at run time: only the "spark" and "dev" extras install it
+
+
+class ArrowStreamExportable(Protocol):
+    """Any object exporting an Arrow C stream (polars, DuckDB, nanoarrow, ...)."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+# Union[] rather than ``|``: the pandas member is a forward reference, and
+# ``type | str`` fails at run time where pandas is not installed.
+DataLike: TypeAlias = Union[
+    pa.Table,
+    pa.RecordBatch,
+    pa.RecordBatchReader,
+    ArrowStreamExportable,
+    Iterable[pa.RecordBatch | pa.Table],
+    "pandas.DataFrame",
+]
+"""What ``append``/``overwrite`` accept: Arrow data in any of these shapes."""
 
 
 def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordBatch]:

@@ -11,14 +11,15 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import FilterError
+from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, referenced_columns
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.from_datafusion import from_datafusion
@@ -35,7 +36,13 @@ from lance_partitioned.operations.pruning import (
     to_nnf,
 )
 
-FilterLike = Any  # str | pyarrow.compute.Expression | datafusion.Expr | Expr | None
+# Union[] rather than ``|``: the DataFusion member is a forward reference, since
+# DataFusion is imported lazily, only when a filter needs it.
+FilterLike: TypeAlias = Union[str, pc.Expression, "datafusion.Expr", Expr, None]
+"""A row filter: Lance SQL text, a pyarrow compute or DataFusion expression, or a parsed AST."""
+
+if TYPE_CHECKING:
+    import datafusion
 
 
 def _threads() -> int:
@@ -151,9 +158,13 @@ class Scan:
         self.sql = None if self.expr is None else to_sql(self.expr)
         if columns is not None:
             columns = list(columns)
-            for c in columns:
-                if not snapshot.schema.has_field(c):
-                    raise FilterError(f"unknown column {c!r}; columns are {snapshot.schema.names}")
+            missing = [c for c in columns if not snapshot.schema.has_field(c)]
+            if missing:
+                raise ColumnNotFoundError(
+                    f"unknown column {missing[0]!r} in the projection; "
+                    f"columns are {snapshot.schema.names}",
+                    tuple(missing),
+                )
         self.columns = columns
         self.batch_size = batch_size
         self._leaf_filters: dict[str, str | None] = {}

@@ -49,7 +49,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import And, Expr
 from lance_partitioned.operations.scan import parse_any_filter
 from lance_partitioned.spark.filters import FilterTranslator
@@ -79,8 +79,9 @@ def projected_schema(snapshot: Snapshot, columns: tuple[str, ...] | None) -> pa.
     by_name = {f.name: f for f in fields}
     missing = [c for c in columns if c not in by_name]
     if missing:
-        raise SchemaError(
-            f"option 'columns' names unknown column(s) {missing}; columns are {list(by_name)}"
+        raise ColumnNotFoundError(
+            f"option 'columns' names unknown column(s) {missing}; columns are {list(by_name)}",
+            tuple(missing),
         )
     return pa.schema([by_name[c] for c in columns])
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from lance_partitioned.catalog.layout import spec_namespace
 from lance_partitioned.catalog.mirror import format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.operations.join.compatibility import (
     Component,
@@ -208,15 +208,17 @@ def _side_plan(name: str, side: Side, keys: Sequence[str]) -> SidePlan:
     schema = snapshot.schema
     for k in keys:
         if not schema.has_field(k):
-            raise SchemaError(
+            raise ColumnNotFoundError(
                 f"{name} join key {k!r} is not a column of {snapshot.manifest.root!r}; "
-                f"columns are {schema.names}"
+                f"columns are {schema.names}",
+                (k,),
             )
     columns = tuple(side.columns) if side.columns is not None else tuple(schema.names)
     for c in columns:
         if not schema.has_field(c):
-            raise SchemaError(
-                f"{name} column {c!r} is not in {snapshot.manifest.root!r}; columns are {schema.names}"
+            raise ColumnNotFoundError(
+                f"{name} column {c!r} is not in {snapshot.manifest.root!r}; columns are {schema.names}",
+                (c,),
             )
     read = tuple(dict.fromkeys([*columns, *keys]))
     expr = parse_any_filter(side.filter)
