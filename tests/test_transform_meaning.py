@@ -116,6 +116,7 @@ def test_unused_expression_text_methods_are_gone():
             Compare("=", P, lit(3)),
         ),
         (ExpressionTransform("col0 % 7", I64), Compare("<", X, lit(10)), I64, I64, None),
+        (ExpressionTransform("col0 % 7", I64), IsNull(X), I64, I64, None),  # FORMAT.md §7
     ],
 )
 def test_project(transform, pred, src, result, expected):
@@ -240,3 +241,29 @@ def test_partition_field_function():
     assert f.function.apply([pa.array([10, None, -3])]).to_pylist() == [3, None, -3]
     g = PartitionField("b", (0,), I32, transform=Bucket(8))
     assert g.function is g.transform
+
+
+# -- an expression may map NULL to a value: IS [NOT] NULL does not project ------------
+
+
+@pytest.mark.parametrize("expression", ["coalesce(col0, 0)", "nullif(col0, 1)", "col0 % 2"])
+@pytest.mark.parametrize("flt", ["id IS NULL", "id IS NOT NULL"])
+def test_is_null_through_an_expression_field(tmp_path, expression, flt):
+    import pyarrow.compute as pc
+
+    import lance_partitioned as lp
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    table = pa.table({"id": [1, None, 3, None, 1, 4], "v": [1, 2, 3, 4, 5, 6]}, schema=schema)
+    field = {
+        "field_id": "e",
+        "source_ids": [0],
+        "expression": expression,
+        "result_type": {"type": "int64"},
+    }
+    ns = lp.create(str(tmp_path / "ns"), schema, {"id": 1, "fields": [field]})
+    ns.append(table)
+    mask = pc.is_null(table["id"]) if flt == "id IS NULL" else pc.is_valid(table["id"])
+    expected = sorted(table.filter(mask)["v"].to_pylist())
+    assert sorted(ns.scan(flt).to_arrow()["v"].to_pylist()) == expected
+    assert ns.count(flt) == len(expected)

@@ -162,11 +162,12 @@ class Transform:
         the result. None when nothing prunes.
 
         ``=`` and ``IN`` map their literals; ranges project when the transform
-        preserves order; ``IS [NOT] NULL`` stays itself (NULL in gives NULL out).
+        preserves order; ``IS [NOT] NULL`` stays itself when NULL in gives NULL
+        out (not for an expression: ``coalesce(col0, 0)`` maps NULL to 0).
         """
         col = Ref(column)
         if isinstance(pred, IsNull):
-            return IsNull(col, pred.negated)
+            return IsNull(col, pred.negated) if self.null_in_null_out else None
         if isinstance(pred, Compare) and pred.literal.value is not None:
             if pred.op == "=":
                 value = self._value(pred.literal.value, source_type, result_type)

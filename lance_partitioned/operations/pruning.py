@@ -19,7 +19,8 @@ This module adds what spans several fields of a spec:
   ranges are first moved onto the column's wall clock (``format.calendar``);
 - multi_bucket and multi-source expressions: ``=`` on every source.
 
-``IS NULL`` maps to ``IS NULL`` everywhere: NULL in gives NULL out.
+``IS NULL`` maps to ``IS NULL`` through every well-known transform (NULL in
+gives NULL out), but not through an expression, which may map NULL to a value.
 """
 
 from __future__ import annotations
