@@ -3,18 +3,25 @@
 ``col0..colN`` are bound to the source columns in ``source_ids`` order, and
 ``murmur3`` / ``murmur3_multi`` are registered with the canonical semantics of
 ``hashing``. The result is cast to the field's ``result_type``.
+
+``ExpressionTransform`` gives an expression field the ``Transform`` interface
+(``PartitionField.function``), so pruning, residuals, joins and spec
+validation treat it like a well-known transform.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing
 from lance_partitioned.format.filters.evaluate import one_batch_context
+from lance_partitioned.format.transform_base import Transform
 from lance_partitioned.format.types import type_family
 
 _COL_RE = re.compile(r"\bcol(\d+)\b", re.IGNORECASE)
@@ -106,3 +113,41 @@ def evaluate_expression(
     out = ctx.sql(f"SELECT {expression} AS v FROM t").to_arrow_table().column("v")
     out = out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
     return out.cast(result_type)
+
+
+@dataclass(frozen=True)
+class ExpressionTransform(Transform):
+    """A seed-000 ``expression`` field as a transform of its ``col0..colN`` sources.
+
+    Two are equal when their expression text is (seed 000 reuses a field_id for
+    the same text); ``declared_type`` is the field's ``result_type``, which the
+    expression's value is cast to. Only ``=`` and ``IN`` project, by evaluating
+    the expression on the literals (seed 000 Appendix D); for joins an expression
+    only matches the same text over sources of the same types.
+    """
+
+    expression: str = ""
+    declared_type: pa.DataType = field(default_factory=pa.null, compare=False)
+    type: ClassVar[str] = "expression"
+    arity: ClassVar[int | None] = None
+    null_in_null_out: ClassVar[bool] = False
+    depends_on_source_type: ClassVar[bool] = True
+
+    def to_json(self):
+        return {"expression": self.expression}
+
+    def result_type(self, source_types):
+        return self.declared_type
+
+    def apply(self, arrays):
+        return evaluate_expression(self.expression, self.declared_type, arrays)
+
+    @property
+    def parameter(self):
+        return self.expression
+
+    def check_result_type(self, field_id, source_types, result_type):
+        validate_expression(field_id, self.expression, result_type, source_types)
+
+    def describe_on(self, names):
+        return f"expression({self.expression!r} of {names})"

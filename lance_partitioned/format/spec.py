@@ -13,17 +13,16 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
-from lance_partitioned.format.expression_eval import evaluate_expression, validate_expression
-from lance_partitioned.format.schema import Schema, is_lossless_widening
+from lance_partitioned.format.expression_eval import ExpressionTransform
+from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.transforms import (
-    Identity,
     Transform,
-    Truncate,
     parse_transform_call,
     transform_from_json,
 )
@@ -35,11 +34,6 @@ from lance_partitioned.format.types import (
 
 PARTITION_COLUMN_PREFIX = "partition_field_"
 _FIELD_ID_RE = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-def _widens_to(src: pa.DataType, dst: pa.DataType) -> bool:
-    """True when every value of ``src`` is exactly representable in ``dst``."""
-    return src.equals(dst) or is_lossless_widening(src, dst)
 
 
 @dataclass(frozen=True)
@@ -122,6 +116,14 @@ class PartitionField:
         """The ``__manifest`` column holding this field's values."""
         return PARTITION_COLUMN_PREFIX + self.field_id
 
+    @cached_property
+    def function(self) -> Transform:
+        """The field's meaning as a ``Transform``: its transform, or an
+        ``ExpressionTransform`` of its expression (cast to ``result_type``)."""
+        if self.transform is not None:
+            return self.transform
+        return ExpressionTransform(self.expression or "", self.result_type)
+
     def same_definition(self, other: PartitionField) -> bool:
         """Same sources and same transform/expression: seed 000 says reuse the field_id."""
         return (
@@ -139,23 +141,7 @@ class PartitionField:
                     f"(ids: {sorted(_ids(schema))})"
                 )
         src_types = [schema.field_by_id(sid).type for sid in self.source_ids]
-        if self.transform is not None:
-            natural = self.transform.result_type(src_types)
-            # identity/truncate keep the source type, which may since have been
-            # widened; every other transform is int32 by definition.
-            keeps_source = isinstance(self.transform, (Identity, Truncate))
-            fits = (
-                _widens_to(natural, self.result_type)
-                if keeps_source
-                else natural.equals(self.result_type)
-            )
-            if not fits:
-                raise SpecError(
-                    f"partition field {self.field_id!r}: result_type {self.result_type} does not fit "
-                    f"{self.transform} of {', '.join(map(str, src_types))} (expected {natural})"
-                )
-        else:
-            validate_expression(self.field_id, self.expression or "", self.result_type, src_types)
+        self.function.check_result_type(self.field_id, src_types, self.result_type)
 
     def values(self, data: pa.RecordBatch | pa.Table, schema: Schema) -> pa.Array:
         """This field's partition value for every row of ``data`` (columns named as in ``schema``).
@@ -171,22 +157,15 @@ class PartitionField:
                 arrays.append(col)
             else:
                 arrays.append(pa.nulls(data.num_rows))
-        if self.transform is not None:
-            if any(pa.types.is_null(a.type) for a in arrays) and len(arrays) == 1:
-                return pa.nulls(data.num_rows, type=self.result_type)
-            out = self.transform.apply(arrays)
-        else:
-            out = evaluate_expression(self.expression or "", self.result_type, arrays)
+        fn = self.function
+        if fn.null_in_null_out and len(arrays) == 1 and pa.types.is_null(arrays[0].type):
+            return pa.nulls(data.num_rows, type=self.result_type)
+        out = fn.apply(arrays)
         return out if out.type.equals(self.result_type) else out.cast(self.result_type)
 
     def value_of(self, literals: Sequence[Any], source_types: Sequence[pa.DataType]) -> Any:
         """The partition value of one tuple of source values (Python objects)."""
-        arrays = [pa.array([v], type=t) for v, t in zip(literals, source_types, strict=True)]
-        if self.transform is not None:
-            out = self.transform.apply(arrays)
-        else:
-            out = evaluate_expression(self.expression or "", self.result_type, arrays)
-        return out.cast(self.result_type)[0].as_py()
+        return self.function.value_of(literals, source_types, self.result_type)
 
     def describe(self, schema: Schema | None = None) -> str:
         """Iceberg-like text, e.g. ``bucket(16, id)``."""
@@ -267,15 +246,19 @@ class PartitionSpec:
     def with_widened_source(self, source_id: int, new_type: pa.DataType) -> PartitionSpec:
         """This spec after source ``source_id`` is widened to ``new_type``.
 
-        identity and truncate produce the source type, so their ``result_type``
-        widens with the source; every other transform's result type is fixed.
+        identity and truncate produce the source type (``result_follows_source``),
+        so their ``result_type`` widens with the source; every other transform's
+        result type is fixed.
         """
         fields = []
         for f in self.fields:
-            if isinstance(f.transform, (Identity, Truncate)) and f.source_ids == (source_id,):
-                natural = f.transform.result_type([new_type])
-                if not _widens_to(natural, f.result_type):
-                    f = replace(f, result_type=natural)
+            fn = f.function
+            if (
+                fn.result_follows_source
+                and f.source_ids == (source_id,)
+                and not fn.fits_result_type([new_type], f.result_type)
+            ):
+                f = replace(f, result_type=fn.result_type([new_type]))
             fields.append(f)
         return replace(self, fields=tuple(fields))
 

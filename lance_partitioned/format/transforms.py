@@ -11,6 +11,11 @@ Each transform maps source columns to one partition value per row:
 - ``bucket``/``multi_bucket`` use the canonical murmur3 of ``hashing``.
 
 Results are cast to the field's ``result_type`` by ``PartitionField``.
+
+The interface every transform implements, with the rules most of them share,
+is ``transform_base.Transform``; this module holds seed 000's well-known
+transforms and their parsers. Seed 000's derived expression text for each
+transform is tabled once, in docs/FORMAT.md §4.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ import pyarrow.compute as pc
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing, zones
+from lance_partitioned.format.calendar import calendar_bound, is_unit_start
+from lance_partitioned.format.expressions import Compare, In, IsNull, Like, Literal, Ref
+from lance_partitioned.format.filters.render import escape_like
+from lance_partitioned.format.transform_base import COMPARISONS, Transform, unchanged
 from lance_partitioned.format.types import is_bytes, is_numeric, is_temporal, is_text
-
-TIME_UNITS = ("year", "month", "day", "hour")
 
 
 def _to_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -37,46 +44,9 @@ def _to_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 @dataclass(frozen=True)
-class Transform:
-    """A well-known transform. Subclasses set ``type`` and implement ``apply``."""
-
-    type: ClassVar[str]
-    arity: ClassVar[int | None] = 1  # number of source columns; None means "one or more"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type}
-
-    def result_type(self, source_types: Sequence[pa.DataType]) -> pa.DataType:
-        """The natural result type; raises SpecError when the sources don't fit."""
-        raise NotImplementedError
-
-    def apply(self, arrays: Sequence[pa.Array]) -> pa.Array:
-        """Partition values for each row of the source arrays (natural type)."""
-        raise NotImplementedError
-
-    def expression(self, num_sources: int = 1) -> str:
-        """The derived DataFusion expression of seed 000."""
-        raise NotImplementedError
-
-    @property
-    def preserves_order(self) -> bool:
-        """True when ``a <= b`` implies ``f(a) <= f(b)``, so ranges project."""
-        return False
-
-    def __str__(self) -> str:
-        return self.type
-
-    def _check_arity(self, source_types: Sequence[pa.DataType]) -> None:
-        n = len(source_types)
-        if self.arity is not None and n != self.arity:
-            raise SpecError(f"{self.type} takes {self.arity} source column(s), got {n}")
-        if self.arity is None and n < 1:
-            raise SpecError(f"{self.type} needs at least one source column")
-
-
-@dataclass(frozen=True)
 class Identity(Transform):
     type: ClassVar[str] = "identity"
+    result_follows_source: ClassVar[bool] = True
 
     def result_type(self, source_types):
         self._check_arity(source_types)
@@ -88,12 +58,34 @@ class Identity(Transform):
     def apply(self, arrays):
         return _to_array(arrays[0])
 
-    def expression(self, num_sources=1):
-        return "col0"
-
     @property
     def preserves_order(self):
         return True
+
+    def project(self, pred, column, source_type, result_type):
+        """The predicate itself, on the partition column (when no widening intervenes)."""
+        if not result_type.equals(source_type) or isinstance(pred, IsNull):
+            return super().project(pred, column, source_type, result_type)
+        col = Ref(column)
+        if isinstance(pred, Compare) and pred.literal.value is not None:
+            return Compare(pred.op, col, pred.literal)
+        if isinstance(pred, In) and all(v.value is not None for v in pred.values):
+            return In(col, pred.values, pred.negated)
+        if isinstance(pred, Like):
+            return Like(col, pred.pattern, pred.negated)
+        return None
+
+    def strict_project(self, pred, value, source_type):
+        """The partition value is every row's value: compare it with the literal."""
+        if value is None or not isinstance(pred, Compare) or pred.literal.value is None:
+            return super().strict_project(pred, value, source_type)
+        try:
+            # all six, as the answer was always computed: a pair that only some
+            # operators order (naive vs aware datetimes) guarantees nothing
+            verdicts = {op: fn(value, pred.literal.value) for op, fn in COMPARISONS.items()}
+        except TypeError:
+            return False
+        return verdicts[pred.op]
 
 
 @dataclass(frozen=True)
@@ -118,13 +110,21 @@ class TimeTransform(Transform):
         fn = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour}[self.type]
         return fn(arr).cast(pa.int32())
 
-    def expression(self, num_sources=1):
-        return f"date_part('{self.type}', col0)"
-
     @property
     def preserves_order(self):
         # Only the year is monotonic on its own; month/day/hour wrap around.
         return self.type == "year"
+
+    @property
+    def calendar_unit(self):
+        return self.type
+
+    def _range_bound(self, op, bound, source_type):
+        # on the wall clock of a zoned column, where calendar fields are monotonic
+        return calendar_bound(op, bound, source_type)
+
+    def _starts_unit(self, bound):
+        return is_unit_start(bound, self.type)
 
 
 @dataclass(frozen=True)
@@ -168,15 +168,57 @@ def _check_hashable(t: pa.DataType, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class Bucket(Transform):
+class _Bucketing(Transform):
+    """bucket and multi_bucket: ``abs(murmur3(...)) % num_buckets``.
+
+    Both hash the same bytes for the same key, so for joins they are one kind:
+    ``bucket[N]`` gives ``bucket[M]`` as ``value % M`` whenever M divides N.
+    """
+
     num_buckets: int = 0
-    type: ClassVar[str] = "bucket"
 
     def __post_init__(self):
-        _check_positive("bucket num_buckets", self.num_buckets)
+        _check_positive(f"{self.type} num_buckets", self.num_buckets)
 
     def to_json(self):
         return {"type": self.type, "num_buckets": self.num_buckets}
+
+    @property
+    def parameter(self):
+        return self.num_buckets
+
+    def __str__(self):
+        return f"{self.type}[{self.num_buckets}]"
+
+    def coarsens_to(self, other, family=None):
+        return isinstance(other, _Bucketing) and self.num_buckets % other.num_buckets == 0
+
+    def shared_coarsening(self, other, family=None):
+        if not isinstance(other, _Bucketing):
+            return None
+        n, m = self.num_buckets, other.num_buckets
+        return Bucket(min(n, m)) if n % m == 0 or m % n == 0 else None
+
+    def derivation(self, other, family, result_type):
+        if not self.coarsens_to(other, family):
+            return None
+        m = other.num_buckets
+        return lambda v: None if v is None else v % m
+
+    def why_not_shared(self, other):
+        if not isinstance(other, _Bucketing):
+            return super().why_not_shared(other)
+        return (
+            f"bucket counts {self.num_buckets} and {other.num_buckets}: neither divides the other"
+        )
+
+    def describe_on(self, names):
+        return f"bucket[{self.num_buckets}]({names})"
+
+
+@dataclass(frozen=True)
+class Bucket(_Bucketing):
+    type: ClassVar[str] = "bucket"
 
     def result_type(self, source_types):
         self._check_arity(source_types)
@@ -186,24 +228,11 @@ class Bucket(Transform):
     def apply(self, arrays):
         return hashing.bucket(_to_array(arrays[0]), self.num_buckets)
 
-    def expression(self, num_sources=1):
-        return f"abs(murmur3(col0)) % {self.num_buckets}"
-
-    def __str__(self):
-        return f"bucket[{self.num_buckets}]"
-
 
 @dataclass(frozen=True)
-class MultiBucket(Transform):
-    num_buckets: int = 0
+class MultiBucket(_Bucketing):
     type: ClassVar[str] = "multi_bucket"
     arity: ClassVar[int | None] = None
-
-    def __post_init__(self):
-        _check_positive("multi_bucket num_buckets", self.num_buckets)
-
-    def to_json(self):
-        return {"type": self.type, "num_buckets": self.num_buckets}
 
     def result_type(self, source_types):
         self._check_arity(source_types)
@@ -214,18 +243,12 @@ class MultiBucket(Transform):
     def apply(self, arrays):
         return hashing.multi_bucket([_to_array(a) for a in arrays], self.num_buckets)
 
-    def expression(self, num_sources=1):
-        cols = ", ".join(f"col{i}" for i in range(num_sources))
-        return f"abs(murmur3_multi({cols})) % {self.num_buckets}"
-
-    def __str__(self):
-        return f"multi_bucket[{self.num_buckets}]"
-
 
 @dataclass(frozen=True)
 class Truncate(Transform):
     width: int = 0
     type: ClassVar[str] = "truncate"
+    result_follows_source: ClassVar[bool] = True
 
     def __post_init__(self):
         _check_positive("truncate width", self.width)
@@ -254,20 +277,75 @@ class Truncate(Transform):
             return _truncate_decimal(arr, w)
         return _truncate_numeric(arr, w)
 
-    def expression(self, num_sources=1):
-        return f"truncate({self.width})"  # replaced per source type by PartitionField
-
-    def expression_for(self, source_type: pa.DataType) -> str:
-        if is_text(source_type) or is_bytes(source_type):
-            return f"left(col0, {self.width})"
-        return f"col0 - (col0 % {self.width})"
-
     @property
     def preserves_order(self):
         return True
 
+    @property
+    def parameter(self):
+        return self.width
+
     def __str__(self):
         return f"truncate[{self.width}]"
+
+    def project(self, pred, column, source_type, result_type):
+        """Adds ``LIKE 'prefix%'`` on strings: the truncated prefix, or a shorter pattern."""
+        if not isinstance(pred, Like) or pred.negated:
+            return super().project(pred, column, source_type, result_type)
+        prefix = _like_prefix(pred.pattern)
+        if prefix is None or not is_text(source_type):
+            return None
+        if len(prefix) >= self.width:
+            return Compare("=", Ref(column), Literal(prefix[: self.width]))
+        return Like(Ref(column), escape_like(prefix) + "%")
+
+    def coarsens_to(self, other, family=None):
+        """truncate[W] gives truncate[V]: strings and binary when V <= W (a prefix of a
+        prefix), integers when W divides V (``v - v%V == t - t%V`` for ``t = v - v%W``)."""
+        if not isinstance(other, Truncate):
+            return False
+        fine, coarse = self.width, other.width
+        if fine == coarse:
+            return True
+        if family in ("string", "binary"):
+            return coarse < fine
+        if family == "int":
+            return coarse % fine == 0
+        return False
+
+    def shared_coarsening(self, other, family=None):
+        if not isinstance(other, Truncate):
+            return None
+        # the finest candidate first: the longer prefix, the smaller integer width
+        for coarse in sorted({self.width, other.width}, reverse=family == "int"):
+            candidate = Truncate(coarse)
+            if self.coarsens_to(candidate, family) and other.coarsens_to(candidate, family):
+                return candidate
+        return None
+
+    def derivation(self, other, family, result_type):
+        if not self.coarsens_to(other, family):
+            return None
+        if other == self:
+            return unchanged
+        return lambda v: (
+            None if v is None else other.apply([pa.array([v], type=result_type)])[0].as_py()
+        )
+
+    def why_not_shared(self, other):
+        if not isinstance(other, Truncate):
+            return super().why_not_shared(other)
+        return f"truncate widths {self.width} and {other.width} do not nest"
+
+
+def _like_prefix(pattern: str) -> str | None:
+    """The literal prefix of ``'abc%'``; None if the pattern is anything else."""
+    if not pattern.endswith("%"):
+        return None
+    prefix = pattern[:-1]
+    if any(ch in prefix for ch in "%_\\"):
+        return None
+    return prefix
 
 
 def _truncate_numeric(arr: pa.Array, w: int) -> pa.Array:

@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format import zones
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.format.transforms import TimeTransform
 
 
 def zoned_time_fields(spec: PartitionSpec, snapshot: Snapshot) -> list[PartitionField]:
@@ -29,7 +28,7 @@ def zoned_time_fields(spec: PartitionSpec, snapshot: Snapshot) -> list[Partition
     schema = snapshot.schema
     out = []
     for f in spec.fields:
-        if not isinstance(f.transform, TimeTransform) or not schema.has_id(f.source_ids[0]):
+        if f.function.calendar_unit is None or not schema.has_id(f.source_ids[0]):
             continue
         t = schema.field_by_id(f.source_ids[0]).type
         if pa.types.is_timestamp(t) and t.tz is not None and not zones.is_utc(t.tz):
@@ -55,12 +54,12 @@ def misplaced_leaves(snapshot: Snapshot, leaves: Iterable[Leaf] | None = None) -
         for batch in scan._leaf_batches(leaf):
             for f in fields:
                 name = snapshot.schema.field_by_id(f.source_ids[0]).name
-                found = pc.unique(f.transform.apply([batch.column(name)])).to_pylist()
+                found = pc.unique(f.function.apply([batch.column(name)])).to_pylist()
                 wrong = sorted(v for v in found if v != expected[f.field_id] and v is not None)
                 if wrong:
                     t = snapshot.schema.field(name).type
                     problem = (
-                        f"partition {leaf.object_id}: rows have {f.transform.type}({name}) = "
+                        f"partition {leaf.object_id}: rows have {f.function.calendar_unit}({name}) = "
                         f"{wrong} in the column's time zone ({t.tz}), but the partition's "
                         f"{f.field_id!r} is {expected[f.field_id]}; it was written when time "
                         "transforms were computed in UTC (lance-partitioned 0.1). Run "

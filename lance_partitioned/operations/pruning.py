@@ -5,29 +5,26 @@ could hold a matching row (it may keep a few more). The full row filter still
 runs inside each leaf scan, so results are exact.
 
 For each spec version the filter is bound to the schema, put in negation normal
-form, and projected field by field:
+form, and projected field by field. Each transform projects one predicate on its
+source itself (``Transform.project``: identity keeps the predicate, year and
+truncate project ranges, every transform ``=`` and ``IN``, truncate
+``LIKE 'prefix%'``, expressions by evaluating the literal, seed 000 Appendix D).
+This module adds what spans several fields of a spec:
 
-- identity: the predicate itself, on the partition column;
-- year: ``=``, ``IN`` and ranges (the year is monotonic);
-- month/day/hour: ``=`` and ``IN``; ranges through the calendar hierarchy
-  ``year → month → day → hour`` as a lexicographic tuple comparison, since a
-  month number on its own wraps around every year; without the hierarchy, a
-  range bounded on both sides by the set of values it covers when that is
-  less than a cycle;
+- month/day/hour: ranges through the calendar hierarchy ``year → month → day →
+  hour`` as a lexicographic tuple comparison, since a month number on its own
+  wraps around every year; without the hierarchy, a range bounded on both sides
+  by the set of values it covers when that is less than a cycle;
 - time transforms of a zoned timestamp are its zone's calendar fields, so
-  ranges are first moved onto the column's wall clock (``time_ranges``);
-- bucket: ``=`` and ``IN``;
-- truncate: ``=``, ``IN``, ranges (truncation is monotonic), ``LIKE 'prefix%'``;
-- multi_bucket and multi-source expressions: ``=`` on every source;
-- expressions: ``=`` and ``IN``, by evaluating the expression on the literal
-  (seed 000 Appendix D).
+  ranges are first moved onto the column's wall clock (``format.calendar``);
+- multi_bucket and multi-source expressions: ``=`` on every source.
 
-``IS NULL`` maps to ``IS NULL`` everywhere: NULL in gives NULL out.
+``IS NULL`` maps to ``IS NULL`` through every well-known transform (NULL in
+gives NULL out), but not through an expression, which may map NULL to a value.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
 import itertools
 import math
@@ -37,7 +34,13 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
-from lance_partitioned.format import zones
+from lance_partitioned.format.calendar import (
+    calendar_bound,
+    covered_values,
+    is_unit_start,
+    lower_wall,
+    upper_wall,
+)
 from lance_partitioned.format.expressions import (
     NEGATED_OP,
     And,
@@ -55,24 +58,13 @@ from lance_partitioned.format.expressions import (
     conjuncts,
     referenced_columns,
 )
-from lance_partitioned.format.filters.render import escape_like, render_literal, to_sql
+from lance_partitioned.format.filters.render import render_literal, to_sql
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.format.transforms import TIME_UNITS, Identity, TimeTransform, Truncate
-from lance_partitioned.format.types import is_text
+from lance_partitioned.format.transform_base import MAX_IN_VALUES, sort_key
 from lance_partitioned.operations.filter_check import check_filter
 from lance_partitioned.operations.literals import cast_literal
-from lance_partitioned.operations.time_ranges import (
-    calendar_bound,
-    covered_values,
-    lower_wall,
-    resolution_us,
-    unit_instants,
-    upper_wall,
-)
-
-MAX_IN_VALUES = 4096
-
+from lance_partitioned.operations.time_ranges import hierarchy_chain, hierarchy_implies
 
 # -- binding ------------------------------------------------------------------
 
@@ -213,8 +205,7 @@ class SpecProjector:
         self.multi = [
             f
             for f in spec.fields
-            if (len(f.source_ids) > 1 or (f.transform is None and len(f.source_ids) >= 1))
-            and all(schema.has_id(s) for s in f.source_ids)
+            if len(f.source_ids) > 1 and all(schema.has_id(s) for s in f.source_ids)
         ]
 
     def project(self, expr: Expr) -> Expr | None:
@@ -245,77 +236,16 @@ class SpecProjector:
         out.extend(self._project_multi(parts))
         return and_all(out) if out else None
 
-    # single predicate through one field
     def _project_leaf(self, f: PartitionField, p: Expr) -> Expr | None:
-        col = Ref(f.column)
-        if isinstance(p, IsNull):
-            return IsNull(col, p.negated)
-        t = f.transform
+        """One predicate through one single-source field: the transform projects it."""
         src_type = self.schema.field_by_id(f.source_ids[0]).type
-        if isinstance(t, Identity) and f.result_type.equals(src_type):
-            if isinstance(p, Compare) and p.literal.value is not None:
-                return Compare(p.op, col, p.literal)
-            if isinstance(p, In) and all(v.value is not None for v in p.values):
-                return In(col, p.values, p.negated)
-            if isinstance(p, Like):
-                return Like(col, p.pattern, p.negated)
-            return None
-        if isinstance(p, Compare) and p.literal.value is not None:
-            if p.op == "=":
-                value = self._apply(f, p.literal.value, src_type)
-                return None if value is _FAIL else Compare("=", col, Literal(value))
-            if p.op in ("<", "<=", ">", ">=") and t is not None and t.preserves_order:
-                op, bound, bound_type = p.op, p.literal.value, src_type
-                if isinstance(t, TimeTransform):  # on the wall clock of a zoned column
-                    op, bound, bound_type = calendar_bound(p.op, bound, src_type)
-                value = self._apply(f, bound, bound_type)
-                if value is _FAIL or value is None:
-                    return None
-                if op in (">", ">="):
-                    return Compare(">=", col, Literal(value))
-                strict = (
-                    op == "<" and isinstance(t, TimeTransform) and _is_unit_start(bound, "year")
-                )
-                return Compare("<" if strict else "<=", col, Literal(value))
-            return None
-        if isinstance(p, In) and not p.negated and len(p.values) <= MAX_IN_VALUES:
-            vals = self._apply_all(f, [v.value for v in p.values if v.value is not None], src_type)
-            if vals is None:
-                return None
-            return In(col, tuple(Literal(v) for v in sorted(set(vals), key=_sort_key)))
-        if isinstance(p, Like) and not p.negated and isinstance(t, Truncate):
-            prefix = _like_prefix(p.pattern)
-            if prefix is None or not is_text(src_type):
-                return None
-            if len(prefix) >= t.width:
-                return Compare("=", col, Literal(prefix[: t.width]))
-            return Like(col, escape_like(prefix) + "%")
-        return None
-
-    def _apply(self, f: PartitionField, value: Any, src_type: pa.DataType) -> Any:
-        try:
-            return f.value_of([value], [src_type])
-        except Exception:
-            return _FAIL
-
-    def _apply_all(
-        self, f: PartitionField, values: list[Any], src_type: pa.DataType
-    ) -> list | None:
-        """Partition values of many literals in one transform call (None if any fails)."""
-        if f.transform is None or not values:
-            out = [self._apply(f, v, src_type) for v in values]
-            return None if _FAIL in out else out
-        try:
-            arr = f.transform.apply([pa.array(values, type=src_type)])
-            return arr.cast(f.result_type).to_pylist()
-        except Exception:
-            return None
+        return f.function.project(p, f.column, src_type, f.result_type)
 
     # ranges through year → month → day → hour
     def _project_hierarchy(self, parts: list[Expr]) -> list[Expr]:
         out: list[Expr] = []
         for name, fields in self.by_source.items():
-            chain = self._hierarchy_chain(fields)
+            chain = hierarchy_chain(fields)
             if not chain:
                 continue
             src_type = self.schema.field(name).type
@@ -329,35 +259,25 @@ class SpecProjector:
                 if p.literal.value is None:
                     continue
                 op, bound, bound_type = calendar_bound(p.op, p.literal.value, src_type)
-                values = [self._apply(f, bound, bound_type) for f in chain]
-                if _FAIL in values or None in values:
+                values = [_value_of(f, bound, bound_type) for f in chain]
+                if _FAILED in values or None in values:
                     continue
                 lower = op in (">", ">=")
-                finest = chain[-1].transform.type
-                strict = op == "<" and _is_unit_start(bound, finest)
+                finest = chain[-1].function.calendar_unit
+                strict = op == "<" and is_unit_start(bound, finest)
                 out.append(_lexicographic([Ref(f.column) for f in chain], values, lower, strict))
         return out
-
-    def _hierarchy_chain(self, fields: list[PartitionField]) -> list[PartitionField]:
-        """The fields of ``year → month → day → hour``, from year down, without a gap."""
-        units = {f.transform.type: f for f in fields if isinstance(f.transform, TimeTransform)}
-        chain: list[PartitionField] = []
-        for u in TIME_UNITS:
-            if u not in units:
-                break
-            chain.append(units[u])
-        return chain if len(chain) >= 2 else []
 
     # ranges through month, day or hour alone: the set of values a two-sided range covers
     def _project_cycles(self, parts: list[Expr]) -> list[Expr]:
         out: list[Expr] = []
         for name, fields in self.by_source.items():
-            in_chain = {f.field_id for f in self._hierarchy_chain(fields)}
+            in_chain = {f.field_id for f in hierarchy_chain(fields)}
             cyclic = [
                 f
                 for f in fields
-                if isinstance(f.transform, TimeTransform)
-                and f.transform.type != "year"
+                if f.function.calendar_unit is not None
+                and not f.function.preserves_order
                 and f.field_id not in in_chain
             ]
             if not cyclic:
@@ -375,7 +295,7 @@ class SpecProjector:
             if not lows or not highs:
                 continue
             for f in cyclic:
-                values = covered_values(f.transform.type, max(lows), min(highs))
+                values = covered_values(f.function.calendar_unit, max(lows), min(highs))
                 if values is not None:
                     lits = tuple(Literal(v) for v in values)
                     out.append(
@@ -409,7 +329,7 @@ class SpecProjector:
                         results = None
                         break
                 if results:
-                    lits = tuple(Literal(v) for v in sorted(results, key=_sort_key))
+                    lits = tuple(Literal(v) for v in sorted(results, key=sort_key))
                     out.append(
                         Compare("=", Ref(f.column), lits[0])
                         if len(lits) == 1
@@ -418,7 +338,15 @@ class SpecProjector:
         return out
 
 
-_FAIL = object()
+_FAILED = object()
+
+
+def _value_of(f: PartitionField, value: Any, src_type: pa.DataType) -> Any:
+    """``f``'s partition value of one source value, or ``_FAILED``."""
+    try:
+        return f.value_of([value], [src_type])
+    except Exception:
+        return _FAILED
 
 
 def _ref_name(p: Expr) -> str | None:
@@ -451,124 +379,22 @@ def _lexicographic(cols: Sequence[Ref], values: Sequence[Any], lower: bool, stri
     return expr
 
 
-def _is_unit_start(value: Any, unit: str) -> bool:
-    """Whether a date or naive (wall-clock) timestamp is the first instant of its year/month/day/hour.
-
-    Zoned bounds reach here as wall-clock times (``calendar_bound``); an aware
-    value is read in UTC."""
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc)
-        checks = {
-            "hour": value.minute == 0 and value.second == 0 and value.microsecond == 0,
-        }
-        at_midnight = checks["hour"] and value.hour == 0
-        checks["day"] = at_midnight
-        checks["month"] = at_midnight and value.day == 1
-        checks["year"] = checks["month"] and value.month == 1
-        return checks[unit]
-    if isinstance(value, dt.date):
-        return {
-            "hour": True,
-            "day": True,
-            "month": value.day == 1,
-            "year": value.day == 1 and value.month == 1,
-        }[unit]
-    return False
-
-
-def _like_prefix(pattern: str) -> str | None:
-    """The literal prefix of ``'abc%'``; None if the pattern is anything else."""
-    if not pattern.endswith("%"):
-        return None
-    prefix = pattern[:-1]
-    if any(ch in prefix for ch in "%_\\"):
-        return None
-    return prefix
-
-
-def _sort_key(v: Any) -> tuple[int, Any]:
-    return (0, "") if v is None else (1, v)
-
-
 # -- per-leaf residual filters ------------------------------------------------
-
-
-def _unit_interval(
-    values: dict[str, Any], chain: list[str]
-) -> tuple[dt.datetime, dt.datetime] | None:
-    """[start, end) wall-clock times of the calendar unit named by year/month/day/hour values."""
-    y = values.get("year")
-    if y is None:
-        return None
-    m = values.get("month") if "month" in chain else None
-    d = values.get("day") if "day" in chain and m is not None else None
-    h = values.get("hour") if "hour" in chain and d is not None else None
-    try:
-        if m is None:
-            return dt.datetime(y, 1, 1), dt.datetime(y + 1, 1, 1)
-        start = dt.datetime(y, m, d or 1, h or 0)
-    except ValueError:
-        return None
-    if d is None:
-        end = dt.datetime(y + (m == 12), m % 12 + 1, 1)
-    elif h is None:
-        end = start + dt.timedelta(days=1)
-    else:
-        end = start + dt.timedelta(hours=1)
-    return start, end
 
 
 def _implied(
     p: Expr, fields: list[PartitionField], values: dict[str, Any], src_type: pa.DataType
 ) -> bool:
-    """True when every row of a partition with these values satisfies ``p``."""
-    if isinstance(p, IsNull) and p.negated:
-        return any(values[f.field_id] is not None for f in fields if len(f.source_ids) == 1)
-    if not isinstance(p, Compare) or p.literal.value is None:
-        return False
+    """True when every row of a partition with these values satisfies ``p``.
+
+    The first field whose transform can answer alone does (identity: the value
+    itself; any field: a non-NULL value means a non-NULL source); otherwise the
+    calendar fields answer together."""
     for f in fields:
-        v = values[f.field_id]
-        if isinstance(f.transform, Identity) and v is not None:
-            try:
-                return {
-                    "=": v == p.literal.value,
-                    "!=": v != p.literal.value,
-                    "<": v < p.literal.value,
-                    "<=": v <= p.literal.value,
-                    ">": v > p.literal.value,
-                    ">=": v >= p.literal.value,
-                }[p.op]
-            except TypeError:
-                return False
-    units = {
-        f.transform.type: values[f.field_id]
-        for f in fields
-        if isinstance(f.transform, TimeTransform)
-    }
-    chain = [u for u in TIME_UNITS if u in units]
-    interval = _unit_interval(units, chain) if None not in units.values() else None
-    lit = p.literal.value
-    if interval is None or p.op in ("=", "!="):
-        return False
-    start, end = interval
-    if pa.types.is_date(src_type):
-        if not isinstance(lit, dt.date) or isinstance(lit, dt.datetime):
-            return False
-        first, last = start.date(), end.date() - dt.timedelta(days=1)
-        return {">=": first >= lit, ">": first > lit, "<": last < lit, "<=": last <= lit}[p.op]
-    if not isinstance(lit, dt.datetime) or (lit.tzinfo is None) != (src_type.tz is None):
-        return False
-    # The unit is a range of wall-clock times; in a zoned column, of local ones.
-    span = unit_instants(start, end, src_type)
-    if span is None:
-        return False
-    first, stop = span
-    lit_us = zones.to_us(lit)
-    # the largest storable value below ``stop`` is stop - resolution (any ns below it for ns)
-    step = resolution_us(src_type)
-    last_ok = stop <= lit_us if step == 0 else stop - step <= lit_us
-    return {">=": first >= lit_us, ">": first > lit_us, "<": stop <= lit_us, "<=": last_ok}[p.op]
+        verdict = f.function.strict_project(p, values[f.field_id], src_type)
+        if verdict is not None:
+            return verdict
+    return hierarchy_implies(p, fields, values, src_type)
 
 
 def residual_filter(
@@ -580,7 +406,7 @@ def residual_filter(
     """
     by_source: dict[str, list[PartitionField]] = {}
     for f in spec.fields:
-        if f.transform is not None and len(f.source_ids) == 1 and schema.has_id(f.source_ids[0]):
+        if len(f.source_ids) == 1 and schema.has_id(f.source_ids[0]):
             by_source.setdefault(schema.field_by_id(f.source_ids[0]).name, []).append(f)
     kept = []
     for p in conjuncts(expr):

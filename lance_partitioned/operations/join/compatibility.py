@@ -3,10 +3,11 @@
 A *component* is a function of the join key values that every compatible spec
 version can compute from a leaf's partition values alone (bucket divisibility,
 the calendar hierarchy, truncate widths, identity and identical expressions; see
-``lance_partitioned.operations.join`` for the rules). This module finds the
-components two specs share (``compatibility``), says why there are none, and
-derives a component's value from one partition value (``derive``). Pure: it
-opens no namespace.
+``lance_partitioned.operations.join`` for the rules). The rules per transform
+are the transforms' own (``Transform.coarsens_to``, ``shared_coarsening``,
+``derivation``); this module pairs the fields of two specs on the same keys
+(``compatibility``), says why none pair, and derives a component's value from
+one partition value (``derive``). Pure: it opens no namespace.
 """
 
 from __future__ import annotations
@@ -19,13 +20,7 @@ import pyarrow as pa
 
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.format.transforms import (
-    Bucket,
-    Identity,
-    MultiBucket,
-    TimeTransform,
-    Truncate,
-)
+from lance_partitioned.format.transform_base import Transform
 from lance_partitioned.operations.join.sides import normalize_on
 
 # -- key types -----------------------------------------------------------------
@@ -87,26 +82,32 @@ def common_key_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 
 @dataclass(frozen=True)
 class Component:
-    """One part of the group key: ``kind`` of the join keys ``keys`` (indices into ``on``)."""
+    """One part of the group key: ``transform`` of the join keys ``keys`` (indices into ``on``).
 
-    kind: str  # bucket | year | month | day | hour | truncate | identity | expression
+    ``transform`` is the coarsest one both sides compute (``bucket[4]`` for a
+    ``bucket[8]`` and a ``bucket[4]`` side).
+    """
+
+    transform: Transform
     keys: tuple[int, ...]
-    param: Any = None  # bucket modulus, truncate width, expression text
+
+    @property
+    def kind(self) -> str:
+        """bucket | year | month | day | hour | truncate | identity | expression"""
+        return self.transform.type
+
+    @property
+    def param(self) -> Any:
+        """The bucket modulus, truncate width or expression text (None otherwise)."""
+        return self.transform.parameter
 
     def describe(self, pairs: Sequence[tuple[str, str]]) -> str:
-        names = ", ".join(_pair_name(pairs[k]) for k in self.keys)
-        if self.kind == "bucket":
-            return f"bucket[{self.param}]({names})"
-        if self.kind == "truncate":
-            return f"truncate[{self.param}]({names})"
-        if self.kind == "expression":
-            return f"expression({self.param!r} of {names})"
-        return f"{self.kind}({names})"
+        return self.transform.describe_on(", ".join(_pair_name(pairs[k]) for k in self.keys))
 
     @property
     def null_means_null_key(self) -> bool:
         """A NULL component implies a NULL key (never matches); not so for expressions."""
-        return self.kind != "expression"
+        return self.transform.null_in_null_out
 
 
 def _pair_name(pair: tuple[str, str]) -> str:
@@ -119,10 +120,12 @@ class Offer:
 
     index: int  # position of the field in its spec (and in ``Leaf.values``)
     field: PartitionField
-    kind: str
     keys: tuple[int, ...]
-    param: Any
     source_types: tuple[pa.DataType, ...]
+
+    @property
+    def transform(self) -> Transform:
+        return self.field.function
 
 
 def spec_offers(spec: PartitionSpec, schema: Schema, key_names: Sequence[str]) -> list[Offer]:
@@ -136,69 +139,27 @@ def spec_offers(spec: PartitionSpec, schema: Schema, key_names: Sequence[str]) -
             continue
         keys = tuple(key_by_id[s] for s in f.source_ids)
         types = tuple(schema.field_by_id(s).type for s in f.source_ids)
-        t = f.transform
-        if isinstance(t, (Bucket, MultiBucket)):
-            kind, param = "bucket", t.num_buckets
-        elif isinstance(t, TimeTransform):
-            kind, param = t.type, None
-        elif isinstance(t, Truncate):
-            kind, param = "truncate", t.width
-        elif isinstance(t, Identity):
-            kind, param = "identity", None
-        elif f.expression is not None:
-            kind, param = "expression", f.expression
-        else:  # pragma: no cover - every transform is listed above
-            continue
-        out.append(Offer(i, f, kind, keys, param, types))
+        out.append(Offer(i, f, keys, types))
     return out
 
 
-def _truncate_coarsens(fine: int, coarse: int, family: str | None) -> bool:
-    """True when truncate[coarse] is a function of truncate[fine] for this key family."""
-    if fine == coarse:
-        return True
-    if family in ("string", "binary"):
-        return coarse < fine  # a shorter prefix of a longer prefix
-    if family == "int":
-        return coarse % fine == 0  # v - v%c == t - t%c for t = v - v%f when f | c
-    return False
+def _family(keys: tuple[int, ...], families: Sequence[str | None]) -> str | None:
+    """The key family a single-key component is computed over (None for several keys)."""
+    return families[keys[0]] if len(keys) == 1 else None
+
+
+def _same_source_types(lo: Offer, ro: Offer) -> bool:
+    return all(a.equals(b) for a, b in zip(lo.source_types, ro.source_types, strict=True))
 
 
 def _pair_component(lo: Offer, ro: Offer, families: Sequence[str | None]) -> Component | None:
     """The component a left and a right offer share, if any."""
-    if lo.kind != ro.kind or lo.keys != ro.keys:
+    if lo.keys != ro.keys:
         return None
-    fam = families[lo.keys[0]] if len(lo.keys) == 1 else None
-    if lo.kind == "bucket":
-        n, m = lo.param, ro.param
-        if n % m == 0 or m % n == 0:
-            return Component("bucket", lo.keys, min(n, m))
+    if lo.transform.depends_on_source_type and not _same_source_types(lo, ro):
         return None
-    if lo.kind == "truncate":
-        for coarse in sorted({lo.param, ro.param}, reverse=fam == "int"):
-            if _truncate_coarsens(lo.param, coarse, fam) and _truncate_coarsens(
-                ro.param, coarse, fam
-            ):
-                return Component("truncate", lo.keys, coarse)
-        return None
-    if lo.kind == "expression":
-        same = lo.param == ro.param and all(
-            a.equals(b) for a, b in zip(lo.source_types, ro.source_types, strict=True)
-        )
-        return Component("expression", lo.keys, lo.param) if same else None
-    return Component(lo.kind, lo.keys, None)  # identity and calendar fields
-
-
-def _why_not(lo: Offer, ro: Offer) -> str:
-    """Why a left and a right offer on the same keys give no component."""
-    ld, rd = lo.field.transform or lo.kind, ro.field.transform or ro.kind
-    if lo.kind != ro.kind:
-        return f"{ld} and {rd} are different transforms"
-    if lo.kind == "bucket":
-        return f"bucket counts {lo.param} and {ro.param}: neither divides the other"
-    if lo.kind == "truncate":
-        return f"truncate widths {lo.param} and {ro.param} do not nest"
-    return f"{ld} and {rd} differ"
+    shared = lo.transform.shared_coarsening(ro.transform, _family(lo.keys, families))
+    return None if shared is None else Component(shared, lo.keys)
 
 
 def shared_components(
@@ -213,7 +174,7 @@ def shared_components(
                 continue
             c = _pair_component(lo, ro, families)
             if c is None:
-                why.append(_why_not(lo, ro))
+                why.append(lo.transform.why_not_shared(ro.transform))
             elif c not in comps:
                 comps.append(c)
     if comps:
@@ -250,24 +211,6 @@ def compatibility(
 
 def derive(offer: Offer, comp: Component, family: str | None) -> Callable[[Any], Any] | None:
     """How ``offer``'s partition value gives ``comp``'s value, or None when it cannot."""
-    if offer.kind != comp.kind or offer.keys != comp.keys:
+    if offer.keys != comp.keys:
         return None
-    if comp.kind == "bucket":
-        if offer.param % comp.param:
-            return None
-        m = comp.param
-        return lambda v: None if v is None else v % m
-    if comp.kind == "truncate":
-        if not _truncate_coarsens(offer.param, comp.param, family):
-            return None
-        if offer.param == comp.param:
-            return _same
-        coarse, rtype = Truncate(comp.param), offer.field.result_type
-        return lambda v: None if v is None else coarse.apply([pa.array([v], type=rtype)])[0].as_py()
-    if comp.kind == "expression" and offer.param != comp.param:
-        return None
-    return _same
-
-
-def _same(v: Any) -> Any:
-    return v
+    return offer.transform.derivation(comp.transform, family, offer.field.result_type)
