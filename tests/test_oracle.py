@@ -19,6 +19,7 @@ import re
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -297,3 +298,26 @@ def _local_day(col: str, day: str, next_day: str) -> And:
 def test_zoned_named_cases(namespaces, name, flt):
     assert expected_ids(namespaces.table, flt)  # the case cuts through data
     check(namespaces[name], namespaces.table, flt)
+
+
+def test_not_in_or_not_in_keeps_null_rows_out(tmp_path):
+    """DataFusion inside Lance simplifies ``x NOT IN (a) OR x NOT IN (b)`` to TRUE, which
+    kept rows where x is NULL; SQL's answer (pyarrow.compute's Kleene logic) excludes them."""
+
+    table = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "x": pa.array([1, 5, None, 6])})
+    ns = lp.create(str(tmp_path / "ns"), table.schema, "bucket(2, id)")
+    ns.append(table)
+    x = pc.field("x")
+    for sql, oracle in [
+        ("x NOT IN (5) OR x NOT IN (6)", pc.invert(x.isin([5])) | pc.invert(x.isin([6]))),
+        ("NOT (x IN (5, 7)) OR x NOT IN (6, 8)", ~x.isin([5, 7]) | ~x.isin([6, 8])),
+        ("NOT (x NOT IN (5) OR x NOT IN (6))", ~(~x.isin([5]) | ~x.isin([6]))),
+    ]:
+        # pc.is_in maps NULL to false, so keep NULL rows out explicitly (SQL: NULL)
+        expected = table.filter(oracle & x.is_valid())["id"].to_pylist()
+        assert sorted(ns.to_arrow(sql)["id"].to_pylist()) == sorted(expected), sql
+        assert ns.count(sql) == len(expected), sql
+    before = ns.count()
+    ns.delete("x NOT IN (5) OR x NOT IN (6)")
+    assert sorted(ns.to_arrow()["id"].to_pylist()) == [3]  # only the NULL row stays
+    assert before == 4

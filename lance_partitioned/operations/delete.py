@@ -20,6 +20,7 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_ro
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.expressions import referenced_columns
+from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import DeleteRows
@@ -99,7 +100,7 @@ def _delete_once(
     manifest: Manifest, snapshot: Snapshot, filter: FilterLike, lease: Lease | None
 ) -> DeleteResult:
     scan = Scan(snapshot, filter)
-    predicate = scan.sql or FULL_DELETE
+    predicate = FULL_DELETE if scan.expr is None else to_lance_sql(scan.expr)
     columns = sorted(referenced_columns(scan.expr)) if scan.expr is not None else []
     leaves = scan.leaves
     opts = manifest.storage_options

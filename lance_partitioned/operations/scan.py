@@ -25,7 +25,7 @@ from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.from_datafusion import from_datafusion
 from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
 from lance_partitioned.format.filters.parse import parse_filter
-from lance_partitioned.format.filters.render import to_sql
+from lance_partitioned.format.filters.render import to_lance_sql, to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping
@@ -201,7 +201,7 @@ class Scan:
         spec = self.snapshot.specs[leaf.spec_id]
         values = dict(zip((f.field_id for f in spec.fields), leaf.values, strict=True))
         rest = residual_filter(self._nnf, spec, self.snapshot.schema, values)
-        sql = None if rest is None else to_sql(rest)
+        sql = None if rest is None else to_lance_sql(rest)
         # Threads reading leaves may race here; both compute the same text.
         self._leaf_filters[leaf.object_id] = sql
         return sql

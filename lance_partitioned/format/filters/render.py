@@ -185,15 +185,15 @@ def literal_value(value: Any) -> Any:
 _PREC_OR, _PREC_AND, _PREC_NOT = 1, 2, 3
 
 
-def _render(expr: Expr, prec: int) -> str:
+def _render(expr: Expr, prec: int, lance: bool = False) -> str:
     if isinstance(expr, Or):
-        text = f"{_render(expr.left, _PREC_OR)} OR {_render(expr.right, _PREC_AND)}"
+        text = f"{_render(expr.left, _PREC_OR, lance)} OR {_render(expr.right, _PREC_AND, lance)}"
         return f"({text})" if prec > _PREC_OR else text
     if isinstance(expr, And):
-        text = f"{_render(expr.left, _PREC_AND)} AND {_render(expr.right, _PREC_NOT)}"
+        text = f"{_render(expr.left, _PREC_AND, lance)} AND {_render(expr.right, _PREC_NOT, lance)}"
         return f"({text})" if prec > _PREC_AND else text
     if isinstance(expr, Not):
-        child = _render(expr.child, 0)
+        child = _render(expr.child, 0, lance)
         if not isinstance(expr.child, Opaque):
             child = f"({child})"
         text = f"NOT {child}"
@@ -206,7 +206,16 @@ def _render(expr: Expr, prec: int) -> str:
         if not expr.values:
             return "TRUE" if expr.negated else "FALSE"
         values = ", ".join(render_literal(v.value) for v in expr.values)
-        return f"{quote_identifier(expr.ref.name)} {'NOT IN' if expr.negated else 'IN'} ({values})"
+        column = quote_identifier(expr.ref.name)
+        if lance and expr.negated:
+            # DataFusion 55 (inside Lance) simplifies `x NOT IN (a) OR x NOT IN (b)`
+            # to TRUE, which also keeps rows where x is NULL. This spelling has the
+            # same three-valued meaning (NULL when x is NULL) and is left alone.
+            return (
+                f"(({column} NOT IN ({values}) AND {column} IS NOT NULL)"
+                f" OR ({column} IS NULL AND NULL))"
+            )
+        return f"{column} {'NOT IN' if expr.negated else 'IN'} ({values})"
     if isinstance(expr, IsNull):
         return f"{quote_identifier(expr.ref.name)} IS {'NOT NULL' if expr.negated else 'NULL'}"
     if isinstance(expr, Like):
@@ -228,6 +237,16 @@ def to_sql(expr: Expr) -> str:
     literals aside). ``In`` with no values renders as FALSE (TRUE if negated).
     """
     return _render(expr, 0)
+
+
+def to_lance_sql(expr: Expr) -> str:
+    """Render an AST as the SQL filter handed to Lance: ``to_sql``'s meaning, spelled
+    around DataFusion simplifier bugs (``NOT IN``; see ``docs/FORMAT.md`` §7).
+
+    Example: ``to_lance_sql(In(Ref("x"), (Literal(5),), negated=True))`` is
+    ``'((x NOT IN (5) AND x IS NOT NULL) OR (x IS NULL AND NULL))'``.
+    """
+    return _render(expr, 0, lance=True)
 
 
 def escape_like(text: str) -> str:
