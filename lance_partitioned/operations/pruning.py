@@ -404,18 +404,40 @@ def residual_filter(
 
     ``expr`` must be bound and in NNF. None means every row of the partition matches.
     """
+    parts = conjuncts(expr)
+    kept = residual_conjuncts(parts, fields_by_source(spec, schema), schema, values)
+    return and_all([parts[i] for i in kept]) if kept else None
+
+
+def fields_by_source(spec: PartitionSpec, schema: Schema) -> dict[str, list[PartitionField]]:
+    """The spec's single-source fields, by the name of their (present) source column."""
     by_source: dict[str, list[PartitionField]] = {}
     for f in spec.fields:
         if len(f.source_ids) == 1 and schema.has_id(f.source_ids[0]):
             by_source.setdefault(schema.field_by_id(f.source_ids[0]).name, []).append(f)
+    return by_source
+
+
+def residual_conjuncts(
+    parts: Sequence[Expr],
+    by_source: dict[str, list[PartitionField]],
+    schema: Schema,
+    values: dict[str, Any],
+) -> tuple[int, ...]:
+    """Indices of the conjuncts ``parts`` (of a bound NNF filter) that a partition with
+    ``values`` does not guarantee: what its leaf scan still has to check.
+
+    Split from ``residual_filter`` so that a scan over many leaves can build
+    ``by_source`` once per spec and render each distinct residual once.
+    """
     kept = []
-    for p in conjuncts(expr):
+    for i, p in enumerate(parts):
         name = _ref_name(p)
         fields = by_source.get(name) if name is not None else None
         if fields and _implied(p, fields, values, schema.field(name).type):
             continue
-        kept.append(p)
-    return and_all(kept) if kept else None
+        kept.append(i)
+    return tuple(kept)
 
 
 # -- per-spec partition predicates -------------------------------------------

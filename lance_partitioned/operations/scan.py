@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
-from lance_partitioned.format.expressions import Expr, referenced_columns
+from lance_partitioned.format.expressions import Expr, and_all, conjuncts, referenced_columns
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.from_datafusion import from_datafusion
 from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
@@ -31,8 +31,9 @@ from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.pruning import (
     bind,
+    fields_by_source,
     partition_predicates,
-    residual_filter,
+    residual_conjuncts,
     to_nnf,
 )
 
@@ -168,6 +169,8 @@ class Scan:
         self.columns = columns
         self.batch_size = batch_size
         self._leaf_filters: dict[str, str | None] = {}
+        self._by_source: dict[int, dict[str, list[Any]]] = {}
+        self._rendered: dict[tuple[int, ...], str | None] = {}
         self.manifest_sql = partitions_matching(
             partition_predicates(self.expr, snapshot.specs, snapshot.schema)
         )
@@ -200,11 +203,22 @@ class Scan:
             pass
         spec = self.snapshot.specs[leaf.spec_id]
         values = dict(zip((f.field_id for f in spec.fields), leaf.values, strict=True))
-        rest = residual_filter(self._nnf, spec, self.snapshot.schema, values)
-        sql = None if rest is None else to_lance_sql(rest)
-        # Threads reading leaves may race here; both compute the same text.
-        self._leaf_filters[leaf.object_id] = sql
+        by_source = self._by_source.get(leaf.spec_id)
+        if by_source is None:
+            by_source = self._by_source[leaf.spec_id] = fields_by_source(spec, self.snapshot.schema)
+        kept = residual_conjuncts(self._parts, by_source, self.snapshot.schema, values)
+        # Many leaves keep the same conjuncts (a bucket field implies no range): render
+        # each distinct residual once. Threads reading leaves may race here; both
+        # compute the same text.
+        if kept not in self._rendered:
+            parts = [self._parts[i] for i in kept]
+            self._rendered[kept] = to_lance_sql(and_all(parts)) if parts else None
+        sql = self._leaf_filters[leaf.object_id] = self._rendered[kept]
         return sql
+
+    @cached_property
+    def _parts(self) -> list[Expr]:
+        return conjuncts(self._nnf)
 
     @cached_property
     def _nnf(self) -> Expr:
