@@ -299,3 +299,17 @@ def tree(root: str) -> dict[str, tuple[int, int]]:
             st = os.stat(path)
             out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+# A spec v2 naming a source field id no schema has: a current spec that fails validation.
+SPEC_V2_UNKNOWN_SOURCE = {
+    "id": 2,
+    "fields": [
+        {
+            "field_id": "ghost",
+            "source_ids": [99],
+            "transform": {"type": "identity"},
+            "result_type": {"type": "int64"},
+        }
+    ],
+}

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS_SCHEMA, make_events
-from foreign_fixtures import build, tree
+from foreign_fixtures import SPEC_V2_UNKNOWN_SOURCE, build, tree
 from lance.namespace import CreateNamespaceRequest, DirectoryNamespace
 
 import lance_partitioned as lp
@@ -163,19 +163,6 @@ def test_repair_restores_another_implementations_values_from_history(tmp_path):
     for column in before.column_names:
         if column != "metadata":  # ours is unchanged; nothing was mirrored before either
             assert after[column].to_pylist() == before[column].to_pylist(), column
-
-
-SPEC_V2_UNKNOWN_SOURCE = {
-    "id": 2,
-    "fields": [
-        {
-            "field_id": "ghost",
-            "source_ids": [99],
-            "transform": {"type": "identity"},
-            "result_type": {"type": "int64"},
-        }
-    ],
-}
 
 
 @pytest.mark.parametrize("with_column", [False, True])

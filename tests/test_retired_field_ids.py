@@ -19,7 +19,7 @@ import os
 import lance
 import pyarrow as pa
 import pytest
-from foreign_fixtures import build, events
+from foreign_fixtures import SPEC_V2_UNKNOWN_SOURCE, build, events
 
 import lance_partitioned as lp
 
@@ -211,17 +211,7 @@ def test_validate_reports_a_current_spec_naming_a_missing_source(tmp_path, how):
     foreign = build(str(tmp_path / "foreign"))
     manifest = lance.dataset(foreign.manifest_uri)
     if how == "unknown":
-        spec = {
-            "id": 2,
-            "fields": [
-                {
-                    "field_id": "ghost",
-                    "source_ids": [99],
-                    "transform": {"type": "identity"},
-                    "result_type": {"type": "int64"},
-                }
-            ],
-        }
+        spec = SPEC_V2_UNKNOWN_SOURCE
         manifest.add_columns([pa.field("partition_field_ghost", pa.int64())])
         lance.dataset(foreign.manifest_uri).update_metadata({"partition_spec_v2": json.dumps(spec)})
     else:  # another writer dropped country, which the current spec v1 partitions by
