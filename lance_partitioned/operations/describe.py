@@ -1,0 +1,170 @@
+"""Reports on one snapshot: ``validate``, the partitions table, Appendix E
+properties and the readable ``describe``. Read-only: nothing here writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
+from lance_partitioned.catalog.snapshot import Snapshot, spec_problem
+from lance_partitioned.format.filters.render import render_literal
+from lance_partitioned.operations import evolution
+from lance_partitioned.operations.leaf_schema import check_leaf
+from lance_partitioned.operations.placement import misplaced_leaves
+
+
+def validate(snap: Snapshot) -> list[str]:
+    """Check every partition table against the namespace schema and field ids.
+
+    Returns the inconsistencies found (an empty list when all is well); reads
+    of an inconsistent partition raise instead of returning wrong data.
+    Also reports a current partition spec that fails validation (it names a
+    dropped or unknown column; writes refuse until a valid spec is added),
+    and leaf columns whose field id is above the namespace's high-water mark
+    (columns of dropped ids are not problems: old leaves keep them).
+    Also reports partitions whose rows' time-field values (year/month/day/hour
+    of a zoned column, in its zone) differ from the partition's: written by
+    0.1, which computed them in UTC; ``rewrite_partitions()`` fixes them.
+    """
+    problem = spec_problem(snap)  # open() warns and writes refuse; say so here too
+    problems: list[str] = [] if problem is None else [problem]
+    try:
+        # leaf columns of dropped (retired) ids are legitimate, unknown ids are not
+        schema = evolution.evolving_schema(snap)
+    except Exception:  # an unreadable leaf: reported below, one by one
+        schema = snap.schema
+    for leaf in snap.leaves():
+        try:
+            ds = snap.open_leaf(leaf)
+        except Exception as exc:
+            problems.append(f"partition {leaf.object_id}: cannot open {leaf.location!r}: {exc}")
+            continue
+        problems.extend(check_leaf(schema, ds, leaf.object_id))
+    problems.extend(misplaced_leaves(snap).values())
+    return problems
+
+
+def partitions_table(snap: Snapshot, with_counts: bool = True) -> pa.Table:
+    """One row per partition table: spec version, partition values, read version, row count."""
+    rows = []
+    for leaf in snap.leaves():
+        spec = snap.specs[leaf.spec_id]
+        row: dict[str, Any] = {
+            "object_id": leaf.object_id,
+            "spec_id": leaf.spec_id,
+            "partition": {
+                f.field_id: format_partition_value(v)
+                for f, v in zip(spec.fields, leaf.values, strict=True)
+            },
+            "location": leaf.location,
+            "read_version": leaf.read_version,
+        }
+        if with_counts:
+            row["rows"] = snap.open_leaf(leaf).count_rows()
+        rows.append(row)
+    if not rows:
+        return pa.table({"object_id": pa.array([], pa.string())})
+    out = pa.Table.from_pylist(rows)
+    return out
+
+
+def namespace_properties(snap: Snapshot, root: str, namespace_id: Sequence[str]) -> dict[str, str]:
+    """Runtime properties of Appendix E for a namespace path like ``["v1", "k7m2..."]``.
+
+    ``["v<N>"]`` gives ``partition_spec``; a partition namespace at level k
+    gives ``partition.<field_id>`` of field k only (its own level), built from
+    the typed ``partition_field_*`` columns, so rows another implementation
+    wrote (with no ``metadata`` mirror) show their values too. A table path
+    gives every field of its spec. A NULL value has no key (FORMAT.md §5).
+    Raises KeyError for a path that names no row.
+    """
+    path = list(namespace_id)
+    oid = layout.join_id(*path)
+    try:
+        spec = snap.specs[layout.spec_id_of(oid)] if path else None
+    except (ValueError, KeyError):
+        spec = None
+    if spec is None:
+        raise KeyError(f"no namespace {oid!r} in {root!r}")
+    if len(path) == 1:
+        return {"partition_spec": spec.to_json_str()}
+    columns = [f.column for f in spec.fields]
+    rows = snap.rows_dataset.to_table(
+        columns=["object_type", *columns], filter=f"object_id = {render_literal(oid)}"
+    ).to_pylist()
+    if not rows:
+        raise KeyError(f"no namespace {oid!r} in {root!r}")
+    row = rows[0]
+    if row["object_type"] == "table":
+        fields = list(spec.fields)
+    elif len(path) - 1 <= len(spec.fields):
+        fields = [spec.fields[len(path) - 2]]
+    else:
+        raise KeyError(f"{oid!r} is deeper than the {len(spec.fields)} fields of {spec.key}")
+    values = {f.field_id: row[f.column] for f in fields}
+    return {
+        MIRROR_PREFIX + fid: format_partition_value(v) for fid, v in values.items() if v is not None
+    }
+
+
+def describe(snap: Snapshot, root: str) -> str:
+    """Schema, every spec version, and partitions with values and row counts.
+
+    Partitions are listed by spec version, then by their partition values in
+    the spec's field order, compared as values (month 2 before month 10; dates
+    by date), NULL last. Each shows only its own spec's fields, its row count
+    and the leaf version it is read at; a total row count follows the header.
+    """
+    lines = [
+        f"Partitioned namespace {root}",
+        f"namespace version {snap.version} (the __manifest table's Lance version; "
+        f"lp.open(root, version={snap.version}) reads this state)",
+        "Schema:",
+    ]
+    for f in snap.schema.arrow:
+        fid = (f.metadata or {}).get(b"lance:field_id", b"?").decode()
+        lines.append(f"  {fid:>3}  {f.name}: {f.type}{'' if f.nullable else ' NOT NULL'}")
+    lines.append("Partition specs:")
+    for sid in sorted(snap.specs):
+        mark = " (current)" if sid == max(snap.specs) else ""
+        lines.append(f"  v{sid}{mark}: {snap.specs[sid].describe(snap.schema)}")
+
+    def order(leaf):  # a catalog.snapshot.Leaf
+        # NULL last, other values in their own order (all values of one field
+        # share the field's result_type, so they compare)
+        return (
+            leaf.spec_id,
+            tuple((True, 0) if v is None else (False, v) for v in leaf.values),
+        )
+
+    def pinned(leaf) -> str:
+        if leaf.read_tag is not None:
+            return f"leaf tag {leaf.read_tag!r}"
+        if leaf.read_branch is not None:
+            at = "latest" if leaf.read_version is None else f"version {leaf.read_version}"
+            return f"leaf branch {leaf.read_branch!r} {at}"
+        return f"leaf version {leaf.read_version}"
+
+    body, total = [], 0
+    for leaf in sorted(snap.leaves(), key=order):
+        spec = snap.specs[leaf.spec_id]
+        rows = snap.open_leaf(leaf).count_rows()
+        total += rows
+        vals = ", ".join(
+            f"{f.field_id}={'NULL' if v is None else format_partition_value(v)}"
+            for f, v in zip(spec.fields, leaf.values, strict=True)
+        )
+        body.append(
+            f"  v{leaf.spec_id} {vals or '(unpartitioned)'}: "
+            f"{rows:,} row{'' if rows == 1 else 's'}, {pinned(leaf)}"
+        )
+    lines.append(
+        f"Partitions: {len(body):,}, {total:,} rows in all "
+        "(leaf version: the Lance version of the partition's table that this namespace version reads)"
+    )
+    lines.extend(body)
+    return "\n".join(lines)
