@@ -51,7 +51,6 @@ from lance_partitioned.operations.join.compatibility import (
     Component,
     common_key_type,
     compatibility,
-    key_family,
 )
 from lance_partitioned.operations.join.execution import (
     ARROW_JOIN_TYPE,
@@ -99,7 +98,6 @@ __all__ = [
     "compatibility",
     "execute_local",
     "explain_join",
-    "key_family",
     "normalize_how",
     "normalize_on",
     "plan_join",

@@ -21,56 +21,28 @@ import pyarrow as pa
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.transform_base import Transform
+from lance_partitioned.format.types import TypeFamily, join_key_family, join_key_types_match
 from lance_partitioned.operations.join.sides import normalize_on
 
 # -- key types -----------------------------------------------------------------
 
 
-def key_family(t: pa.DataType) -> str | None:
-    """Types whose equal values have equal partition values on both sides, or None.
-
-    Integers of any width hash and compare alike (the canonical int64 encoding);
-    floats are refused: Spark's join treats NaN = NaN and -0.0 = 0.0, which a
-    partition-wise hash join would not reproduce.
-    """
-    if pa.types.is_integer(t) and not pa.types.is_uint64(t):
-        return "int"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz is None else "timestamptz"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"  # the hash encodes the unscaled value
-    return None
-
-
 def common_key_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type both sides' key columns are cast to for the local join (None: no SPJ)."""
-    fa, fb = key_family(a), key_family(b)
-    if fa is None or fa != fb:
+    if not join_key_types_match(a, b):
         return None
     if a.equals(b):
         return a
-    if fa == "int":
+    family = join_key_family(a)
+    if family is TypeFamily.INTEGER:
         return pa.int64()
-    if fa == "string":
+    if family is TypeFamily.STRING:
         return pa.large_string()
-    if fa == "binary":
+    if family is TypeFamily.BINARY:
         return pa.large_binary()
-    if fa == "date":
+    if family is TypeFamily.DATE:
         return pa.date32()
-    if fa.startswith("timestamp"):
+    if family is TypeFamily.TIMESTAMP:
         units = ["s", "ms", "us", "ns"]
         unit = max(a.unit, b.unit, key=units.index)
         return pa.timestamp(unit, a.tz)
@@ -143,7 +115,7 @@ def spec_offers(spec: PartitionSpec, schema: Schema, key_names: Sequence[str]) -
     return out
 
 
-def _family(keys: tuple[int, ...], families: Sequence[str | None]) -> str | None:
+def _family(keys: tuple[int, ...], families: Sequence[TypeFamily | None]) -> TypeFamily | None:
     """The key family a single-key component is computed over (None for several keys)."""
     return families[keys[0]] if len(keys) == 1 else None
 
@@ -152,7 +124,9 @@ def _same_source_types(lo: Offer, ro: Offer) -> bool:
     return all(a.equals(b) for a, b in zip(lo.source_types, ro.source_types, strict=True))
 
 
-def _pair_component(lo: Offer, ro: Offer, families: Sequence[str | None]) -> Component | None:
+def _pair_component(
+    lo: Offer, ro: Offer, families: Sequence[TypeFamily | None]
+) -> Component | None:
     """The component a left and a right offer share, if any."""
     if lo.keys != ro.keys:
         return None
@@ -163,7 +137,7 @@ def _pair_component(lo: Offer, ro: Offer, families: Sequence[str | None]) -> Com
 
 
 def shared_components(
-    loffers: Sequence[Offer], roffers: Sequence[Offer], families: Sequence[str | None]
+    loffers: Sequence[Offer], roffers: Sequence[Offer], families: Sequence[TypeFamily | None]
 ) -> tuple[tuple[Component, ...], str]:
     """Every component a left and a right spec share, and (when none) why not."""
     comps: list[Component] = []
@@ -203,13 +177,13 @@ def compatibility(
     families = []
     for a, b in pairs:
         lt, rt = left_schema.field(a).type, right_schema.field(b).type
-        families.append(key_family(lt) if common_key_type(lt, rt) is not None else None)
+        families.append(join_key_family(lt) if common_key_type(lt, rt) is not None else None)
     lo = spec_offers(left_spec, left_schema, [a for a, _ in pairs])
     ro = spec_offers(right_spec, right_schema, [b for _, b in pairs])
     return shared_components(lo, ro, families)
 
 
-def derive(offer: Offer, comp: Component, family: str | None) -> Callable[[Any], Any] | None:
+def derive(offer: Offer, comp: Component, family: TypeFamily | None) -> Callable[[Any], Any] | None:
     """How ``offer``'s partition value gives ``comp``'s value, or None when it cannot."""
     if offer.keys != comp.keys:
         return None

@@ -23,12 +23,12 @@ from lance_partitioned.catalog.mirror import format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import Expr
+from lance_partitioned.format.types import TypeFamily, join_key_family
 from lance_partitioned.operations.join.compatibility import (
     Component,
     Offer,
     common_key_type,
     derive,
-    key_family,
     shared_components,
     spec_offers,
 )
@@ -284,7 +284,7 @@ def _output_columns(
 
 
 def _choose_components(
-    how: str, left: SidePlan, right: SidePlan, families: Sequence[str | None]
+    how: str, left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
 ) -> tuple[tuple[Component, ...], dict[int, dict], dict[int, dict], list[str]]:
     """The group key covering the most leaves (preferring one the join type can split).
 
@@ -399,7 +399,7 @@ def plan_join(
     rt = [rp.arrow_schema.field(b).type for _, b in pairs]
     key_types = tuple(common_key_type(a, b) for a, b in zip(lt, rt, strict=True))
     families = [
-        key_family(t) if ct is not None else None for t, ct in zip(lt, key_types, strict=True)
+        join_key_family(t) if ct is not None else None for t, ct in zip(lt, key_types, strict=True)
     ]
     output = _output_columns(how, pairs, lp, rp, key_types, suffixes)
     if estimate_rows:
