@@ -7,8 +7,9 @@ no shuffle. This module decides *which* partitions meet (``plan_join``), explain
 the decision (``explain_join``), and runs one group with a local hash join
 (``GroupRunner``). ``lance_partitioned.spark.spj`` turns groups into Spark tasks.
 
-**Group key.** A *component* is a function of the join key values that every
-compatible spec version can compute from a leaf's partition values alone:
+**Group key.** A *component* (``GroupKeyComponent``) is a function of the join
+key values that every compatible spec version can compute from a leaf's
+partition values alone:
 
 - ``bucket[m]`` of keys K: ``bucket(N) % m`` for any ``N`` that ``m`` divides;
   ``bucket`` and ``multi_bucket`` hash the same bytes for the same key, so they
@@ -48,7 +49,8 @@ group key), ``planning`` (``plan_join``, ``explain_join``) and ``execution``
 """
 
 from lance_partitioned.operations.join.compatibility import (
-    Component,
+    GroupKeyComponent,
+    KeyPartitionField,
     common_key_type,
     compatibility,
 )
@@ -83,7 +85,8 @@ __all__ = [
     "ARROW_JOIN_TYPE",
     "DEFAULT_MAX_GROUP_ROWS",
     "JOIN_TYPES",
-    "Component",
+    "GroupKeyComponent",
+    "KeyPartitionField",
     "FallbackPart",
     "Group",
     "GroupRunner",
