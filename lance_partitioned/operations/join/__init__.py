@@ -5,7 +5,7 @@ equi-join are partitioned by compatible transforms of the join keys, matching
 rows can only sit in matching partitions, so the join runs group by group with
 no shuffle. This module decides *which* partitions meet (``plan_join``), explains
 the decision (``explain_join``), and runs one group with a local hash join
-(``GroupRunner``). ``lance_partitioned.spark.spj`` turns groups into Spark tasks.
+(``GroupRunner``). ``lance_partitioned.spark.storage_partitioned_join`` turns groups into Spark tasks.
 
 **Group key.** A *component* (``GroupKeyComponent``) is a function of the join
 key values that every compatible spec version can compute from a leaf's

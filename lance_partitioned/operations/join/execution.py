@@ -3,7 +3,7 @@
 ``GroupRunner`` joins the leaves of one ``Group`` (or of a fallback part) with a
 local pyarrow hash join, hash-splitting groups larger than memory into spill
 files (``sub_partition``); ``SideReader`` reads one input's leaves at their
-pinned versions. Both are picklable, so an engine (``spark.spj``) ships them to
+pinned versions. Both are picklable, so an engine (``spark.storage_partitioned_join``) ships them to
 its tasks. ``execute_local`` runs a whole plan in this process.
 """
 

@@ -303,25 +303,26 @@ def _output_columns(
     return tuple(out)
 
 
-def _choose_components(
-    how: str, left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
-) -> tuple[tuple[GroupKeyComponent, ...], dict[int, dict], dict[int, dict], list[str]]:
-    """The group key covering the most leaves (preferring one the join type can split).
+# A spec version's way to compute each group key component: per component, the
+# position of the partition field in ``Leaf.values`` and the function of its value
+# (None: the spec version cannot compute the group key).
+Derivations = list[tuple[int, Callable[[Any], Any]]] | None
 
-    Returns the components, per spec id of each side the derivation functions
-    (empty when the spec cannot compute the key), and notes on what did not match.
-    """
-    notes: list[str] = []
-    left_spec_ids = sorted({lf.spec_id for lf in left.leaves})
-    right_spec_ids = sorted({lf.spec_id for lf in right.leaves})
-    left_fields = {
-        s: key_partition_fields(left.snapshot.specs[s], left.snapshot.schema, left.keys)
-        for s in left_spec_ids
+
+def _key_fields_by_spec(side_plan: SidePlan) -> dict[int, list[KeyPartitionField]]:
+    """Per spec id of the side's selected leaves, its partition fields on the join keys."""
+    snapshot = side_plan.snapshot
+    spec_ids = sorted({lf.spec_id for lf in side_plan.leaves})
+    return {
+        s: key_partition_fields(snapshot.specs[s], snapshot.schema, side_plan.keys)
+        for s in spec_ids
     }
-    right_fields = {
-        s: key_partition_fields(right.snapshot.specs[s], right.snapshot.schema, right.keys)
-        for s in right_spec_ids
-    }
+
+
+def _unusable_key_notes(
+    left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
+) -> list[str]:
+    notes = []
     for k, family in enumerate(families):
         if family is None:
             left_type = left.arrow_schema.field(left.keys[k]).type
@@ -332,12 +333,53 @@ def _choose_components(
                 "(they must be the same kind: integers, strings, binary, dates, timestamps, "
                 "booleans or equal decimals; floats never)"
             )
-    candidates: list[tuple[GroupKeyComponent, ...]] = []
-    for left_id in left_spec_ids:
-        for right_id in right_spec_ids:
-            components, why = shared_group_key(
-                left_fields[left_id], right_fields[right_id], families
+    return notes
+
+
+def _derivations(
+    by_spec: dict[int, list[KeyPartitionField]],
+    components: tuple[GroupKeyComponent, ...],
+    families: Sequence[TypeFamily | None],
+) -> dict[int, Derivations]:
+    """Per spec id, how its partition values give every component (None: they cannot)."""
+    out: dict[int, Derivations] = {}
+    for sid, fields in by_spec.items():
+        fns: Derivations = []
+        for component in components:
+            keys = component.keys
+            family = families[keys[0]] if len(keys) == 1 else None
+            found = next(
+                (
+                    (f.index, fn)
+                    for f in fields
+                    if (fn := component_derivation(f, component, family)) is not None
+                ),
+                None,
             )
+            if found is None:
+                fns = None
+                break
+            fns.append(found)
+        out[sid] = fns
+    return out
+
+
+def _choose_components(
+    how: str, left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
+) -> tuple[
+    tuple[GroupKeyComponent, ...], dict[int, Derivations], dict[int, Derivations], list[str]
+]:
+    """The group key covering the most leaves (preferring one the join type can split).
+
+    Returns the components, per spec id of each side the derivation functions
+    (None when the spec cannot compute the key), and notes on what did not match.
+    """
+    notes = _unusable_key_notes(left, right, families)
+    left_fields, right_fields = _key_fields_by_spec(left), _key_fields_by_spec(right)
+    candidates: list[tuple[GroupKeyComponent, ...]] = []
+    for left_id, left_key_fields in left_fields.items():
+        for right_id, right_key_fields in right_fields.items():
+            components, why = shared_group_key(left_key_fields, right_key_fields, families)
             if components:
                 candidates.append(components)
                 continue
@@ -347,35 +389,10 @@ def _choose_components(
                 f"v{right_id} ({right_spec.describe(right.snapshot.schema)}) are not "
                 f"compatible: {why}"
             )
-
-    def derivations(
-        by_spec: dict[int, list[KeyPartitionField]], components: tuple[GroupKeyComponent, ...]
-    ) -> dict:
-        out: dict[int, list[tuple[int, Callable]] | None] = {}
-        for sid, fields in by_spec.items():
-            fns: list[tuple[int, Callable]] | None = []
-            for component in components:
-                keys = component.keys
-                family = families[keys[0]] if len(keys) == 1 else None
-                found = next(
-                    (
-                        (f.index, fn)
-                        for f in fields
-                        if (fn := component_derivation(f, component, family)) is not None
-                    ),
-                    None,
-                )
-                if found is None:
-                    fns = None
-                    break
-                fns.append(found)
-            out[sid] = fns
-        return out
-
     best: tuple[tuple, tuple[GroupKeyComponent, ...], dict, dict] | None = None
     for i, components in enumerate(dict.fromkeys(candidates)):
-        left_by_spec = derivations(left_fields, components)
-        right_by_spec = derivations(right_fields, components)
+        left_by_spec = _derivations(left_fields, components, families)
+        right_by_spec = _derivations(right_fields, components, families)
         left_in = sum(1 for lf in left.leaves if left_by_spec[lf.spec_id] is not None)
         right_in = sum(1 for lf in right.leaves if right_by_spec[lf.spec_id] is not None)
         left_out, right_out = len(left.leaves) - left_in, len(right.leaves) - right_in
