@@ -173,9 +173,9 @@ class JoinPlan:
         if self.fallback:
             lines.append(f"fallback (plain Spark join with shuffle): {len(self.fallback)} part(s)")
             for p in self.fallback:
-                ln = "all" if p.left is None else str(len(p.left))
-                rn = "all" if p.right is None else str(len(p.right))
-                lines.append(f"  left {ln} x right {rn} partitions: {p.why}")
+                left_count = "all" if p.left is None else str(len(p.left))
+                right_count = "all" if p.right is None else str(len(p.right))
+                lines.append(f"  left {left_count} x right {right_count} partitions: {p.why}")
         else:
             lines.append("fallback: none")
         if self.reasons:
