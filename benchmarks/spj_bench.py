@@ -61,7 +61,7 @@ def write_namespace(root: str, parquet: str, spec: str) -> lp.PartitionedNamespa
 
 def run_once(spark, make_df: Callable) -> tuple[float, int]:
     """Build the DataFrame and noop-write it: (seconds, shuffle bytes written)."""
-    from lance_partitioned.spark.spj import shuffle_write_bytes
+    from lance_partitioned.spark.storage_partitioned_join import shuffle_write_bytes
 
     before = shuffle_write_bytes(spark)
     start = time.perf_counter()
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from lance_partitioned.spark import NAME, local_session, stop_session
-    from lance_partitioned.spark.spj import executed_plan, join, join_explain
+    from lance_partitioned.spark.storage_partitioned_join import executed_plan, join, join_explain
 
     data = os.path.join(args.workdir, f"sf{args.sf:g}")
     paths = tpch.generate(args.sf, data, ("orders", "lineitem"))

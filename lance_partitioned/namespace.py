@@ -71,7 +71,7 @@ class WriteResult:
             version,
             written.rows,
             len(written.leaves),
-            sum(lw.is_new for lw in written.leaves.values()),
+            sum(leaf_write.is_new for leaf_write in written.leaves.values()),
         )
 
 

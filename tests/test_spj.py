@@ -325,14 +325,14 @@ def plain_join(spark, left: pa.Table, right: pa.Table, on, how: str):
 
 
 def no_exchange(df) -> bool:
-    from lance_partitioned.spark.spj import executed_plan
+    from lance_partitioned.spark.storage_partitioned_join import executed_plan
 
     return "Exchange" not in executed_plan(df)
 
 
 @pytest.mark.parametrize("how", jp.JOIN_TYPES)
 def test_spark_appendix_f_every_join_type(spark, appendix_f, how):
-    from lance_partitioned.spark.spj import join
+    from lance_partitioned.spark.storage_partitioned_join import join
 
     o, c, orders, customers = appendix_f
     df = join(spark, o, c, ON_F, how, require_spj=True)
@@ -341,7 +341,12 @@ def test_spark_appendix_f_every_join_type(spark, appendix_f, how):
 
 
 def test_spark_spj_writes_no_shuffle_bytes(spark, appendix_f):
-    from lance_partitioned.spark.spj import Side, executed_plan, join, shuffle_write_bytes
+    from lance_partitioned.spark.storage_partitioned_join import (
+        Side,
+        executed_plan,
+        join,
+        shuffle_write_bytes,
+    )
 
     o, c, _, _ = appendix_f
     before = shuffle_write_bytes(spark)
@@ -363,7 +368,7 @@ def test_spark_spj_writes_no_shuffle_bytes(spark, appendix_f):
 
 @pytest.mark.parametrize("buckets", [(16, 8), (16, 16)])
 def test_spark_tpch_orders_lineitem(spark, tmp_path, orders, lineitem, buckets):
-    from lance_partitioned.spark.spj import join
+    from lance_partitioned.spark.storage_partitioned_join import join
 
     o = make_ns(str(tmp_path / "orders"), orders, f"bucket(o_orderkey, {buckets[0]})")
     li = make_ns(str(tmp_path / "lineitem"), lineitem, f"bucket(l_orderkey, {buckets[1]})")
@@ -375,7 +380,7 @@ def test_spark_tpch_orders_lineitem(spark, tmp_path, orders, lineitem, buckets):
 
 
 def test_spark_time_hierarchy(spark, tmp_path):
-    from lance_partitioned.spark.spj import Side, join
+    from lance_partitioned.spark.storage_partitioned_join import Side, join
 
     lt, rt = dated_table(600, 3, "a"), dated_table(300, 4, "b")
     left = make_ns(str(tmp_path / "l"), lt, "year(d), month(d), day(d)")
@@ -397,7 +402,7 @@ def test_spark_time_hierarchy(spark, tmp_path):
 
 @pytest.mark.parametrize("how", ["inner", "full"])
 def test_spark_mixed_spec_versions(spark, tmp_path, how):
-    from lance_partitioned.spark.spj import join
+    from lance_partitioned.spark.storage_partitioned_join import join
 
     orders = orders_table(500)
     c1, c2 = customers_table(0, 120), customers_table(120, 240)
@@ -415,7 +420,7 @@ def test_spark_mixed_spec_versions(spark, tmp_path, how):
 @pytest.mark.parametrize("how", ["right", "full"])
 def test_spark_using_key_of_different_widths(spark, tmp_path, how):
     """Same-named keys are output once (Spark's USING layout), int64 on one side, int32 on the other."""
-    from lance_partitioned.spark.spj import join
+    from lance_partitioned.spark.storage_partitioned_join import join
 
     orders = orders_table(400)
     customers = customers_table(0, 200).rename_columns(["customer_id", "name"])

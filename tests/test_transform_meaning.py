@@ -32,6 +32,7 @@ from lance_partitioned.format.transforms import (
     Truncate,
     Year,
 )
+from lance_partitioned.format.types import TypeFamily
 
 PACKAGE = Path(lance_partitioned.__file__).parent
 X, P = Ref("x"), Ref("p")
@@ -181,23 +182,33 @@ def test_calendar_units_and_order():
 @pytest.mark.parametrize(
     "fine,coarse,family,expected",
     [
-        (Bucket(16), Bucket(8), "int", True),
-        (Bucket(8), Bucket(16), "int", False),
-        (Bucket(12), Bucket(8), "int", False),
+        (Bucket(16), Bucket(8), TypeFamily.INTEGER, True),
+        (Bucket(8), Bucket(16), TypeFamily.INTEGER, False),
+        (Bucket(12), Bucket(8), TypeFamily.INTEGER, False),
         (MultiBucket(8), Bucket(4), None, True),
-        (Truncate(10), Truncate(100), "int", True),
-        (Truncate(100), Truncate(10), "int", False),
-        (Truncate(10), Truncate(15), "int", False),
-        (Truncate(4), Truncate(2), "string", True),
-        (Truncate(2), Truncate(4), "string", False),
-        (Truncate(4), Truncate(2), "date", False),
-        (Year(), Year(), "date", True),
-        (Day(), Month(), "date", False),  # a day of the month does not give the month
-        (Month(), Year(), "date", False),
-        (Identity(), Identity(), "int", True),
-        (Identity(), Bucket(4), "int", False),
-        (ExpressionTransform("col0 % 7", I64), ExpressionTransform("col0 % 7", I32), "int", True),
-        (ExpressionTransform("col0 % 7", I64), ExpressionTransform("col0 % 5", I64), "int", False),
+        (Truncate(10), Truncate(100), TypeFamily.INTEGER, True),
+        (Truncate(100), Truncate(10), TypeFamily.INTEGER, False),
+        (Truncate(10), Truncate(15), TypeFamily.INTEGER, False),
+        (Truncate(4), Truncate(2), TypeFamily.STRING, True),
+        (Truncate(2), Truncate(4), TypeFamily.STRING, False),
+        (Truncate(4), Truncate(2), TypeFamily.DATE, False),
+        (Year(), Year(), TypeFamily.DATE, True),
+        (Day(), Month(), TypeFamily.DATE, False),  # a day of the month does not give the month
+        (Month(), Year(), TypeFamily.DATE, False),
+        (Identity(), Identity(), TypeFamily.INTEGER, True),
+        (Identity(), Bucket(4), TypeFamily.INTEGER, False),
+        (
+            ExpressionTransform("col0 % 7", I64),
+            ExpressionTransform("col0 % 7", I32),
+            TypeFamily.INTEGER,
+            True,
+        ),
+        (
+            ExpressionTransform("col0 % 7", I64),
+            ExpressionTransform("col0 % 5", I64),
+            TypeFamily.INTEGER,
+            False,
+        ),
     ],
 )
 def test_coarsens_to(fine, coarse, family, expected):
@@ -208,15 +219,15 @@ def test_shared_coarsening_and_derivation():
     assert Bucket(16).shared_coarsening(Bucket(8)) == Bucket(8)
     assert MultiBucket(8).shared_coarsening(MultiBucket(4)) == Bucket(4)
     assert Bucket(12).shared_coarsening(Bucket(8)) is None
-    assert Truncate(10).shared_coarsening(Truncate(100), "int") == Truncate(100)
-    assert Truncate(4).shared_coarsening(Truncate(2), "string") == Truncate(2)
-    assert Year().shared_coarsening(Month(), "date") is None
-    assert Bucket(16).derivation(Bucket(4), "int", I32)(13) == 1  # 13 % 4
-    assert Bucket(16).derivation(Bucket(4), "int", I32)(None) is None
-    assert Truncate(4).derivation(Truncate(2), "string", STR)("abcd") == "ab"
-    assert Truncate(10).derivation(Truncate(100), "int", I64)(120) == 100
-    assert Truncate(10).derivation(Truncate(15), "int", I64) is None
-    assert Year().derivation(Year(), "date", I32)(2024) == 2024
+    assert Truncate(10).shared_coarsening(Truncate(100), TypeFamily.INTEGER) == Truncate(100)
+    assert Truncate(4).shared_coarsening(Truncate(2), TypeFamily.STRING) == Truncate(2)
+    assert Year().shared_coarsening(Month(), TypeFamily.DATE) is None
+    assert Bucket(16).derivation(Bucket(4), TypeFamily.INTEGER, I32)(13) == 1  # 13 % 4
+    assert Bucket(16).derivation(Bucket(4), TypeFamily.INTEGER, I32)(None) is None
+    assert Truncate(4).derivation(Truncate(2), TypeFamily.STRING, STR)("abcd") == "ab"
+    assert Truncate(10).derivation(Truncate(100), TypeFamily.INTEGER, I64)(120) == 100
+    assert Truncate(10).derivation(Truncate(15), TypeFamily.INTEGER, I64) is None
+    assert Year().derivation(Year(), TypeFamily.DATE, I32)(2024) == 2024
     assert "neither divides" in Bucket(12).why_not_shared(Bucket(8))
     assert "do not nest" in Truncate(10).why_not_shared(Truncate(15))
     assert "different transforms" in Day().why_not_shared(Month())

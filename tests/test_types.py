@@ -1,4 +1,4 @@
-"""Arrow <-> JsonArrowDataType conversion (lance_partitioned.format.types)."""
+"""Arrow <-> JsonArrowDataType conversion (lance_partitioned.format.type_json)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lance_namespace_urllib3_client.models import (
     PartitionField,
 )
 
-from lance_partitioned.format.types import (
+from lance_partitioned.format.type_json import (
     TypeConversionError,
     arrow_field_to_json,
     arrow_schema_to_json,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 
+import pyarrow as pa
+
 
 class CArrowSchema(ctypes.Structure):
     """``struct ArrowSchema``."""
@@ -40,3 +42,23 @@ def read_metadata(ptr: int | None) -> list[tuple[bytes, bytes]]:
         out.append((key, ctypes.string_at(pos + 4, vlen)))
         pos += 4 + vlen
     return out
+
+
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+
+_EXTENSION_METADATA_KEY = b"ARROW:extension:metadata"
+
+
+def extension_metadata(t: pa.BaseExtensionType) -> bytes:
+    """The serialized ``ARROW:extension:metadata`` of any extension type (b"" when it has none).
+
+    pyarrow exposes it only for Python-defined extension types, so read it from
+    the type's C data interface export, which carries it for every kind."""
+    capsule = t.__arrow_c_schema__()
+    c_schema = CArrowSchema.from_address(_capsule_pointer(capsule, b"arrow_schema"))
+    for key, value in read_metadata(c_schema.metadata):
+        if key == _EXTENSION_METADATA_KEY:
+            return value
+    return b""

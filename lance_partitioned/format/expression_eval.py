@@ -22,23 +22,9 @@ from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing
 from lance_partitioned.format.filters.evaluate import one_batch_context
 from lance_partitioned.format.transform_base import Transform
-from lance_partitioned.format.types import type_family
+from lance_partitioned.format.types import expression_kind
 
 _COL_RE = re.compile(r"\bcol(\d+)\b", re.IGNORECASE)
-
-
-def _kind(t: pa.DataType) -> str:
-    """Like ``type_family``, but an expression must also keep int/float/decimal and date/timestamp apart."""
-    for name, test in (
-        ("integer", pa.types.is_integer),
-        ("floating", pa.types.is_floating),
-        ("decimal", pa.types.is_decimal),
-        ("date", pa.types.is_date),
-        ("timestamp", pa.types.is_timestamp),
-    ):
-        if test(t):
-            return name
-    return type_family(t)
 
 
 def _context(src_types: Sequence[pa.DataType], arrays: Sequence[pa.Array] | None):
@@ -94,7 +80,7 @@ def validate_expression(
             f"partition field {field_id!r}: expression {expr!r} is not deterministic "
             "(it uses a volatile or stateful function such as now() or random())"
         )
-    if _kind(out_type) != _kind(result_type):
+    if expression_kind(out_type) != expression_kind(result_type):
         raise SpecError(
             f"partition field {field_id!r}: expression {expr!r} returns {out_type}, "
             f"which does not fit result_type {result_type}"

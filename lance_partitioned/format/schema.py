@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.errors import SchemaError
-from lance_partitioned.format.types import (
+from lance_partitioned.format.type_json import (
     TypeConversionError,
     arrow_schema_to_json,
     json_to_arrow_schema,

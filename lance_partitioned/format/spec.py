@@ -26,7 +26,7 @@ from lance_partitioned.format.transforms import (
     parse_transform_call,
     transform_from_json,
 )
-from lance_partitioned.format.types import (
+from lance_partitioned.format.type_json import (
     TypeConversionError,
     arrow_type_to_json,
     json_to_arrow_type,

@@ -34,6 +34,7 @@ import pyarrow as pa
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format.expressions import Compare, Expr, In, IsNull, Literal, Ref
 from lance_partitioned.format.schema import is_lossless_widening
+from lance_partitioned.format.types import TypeFamily
 
 # An IN list longer than this is not projected (one transform call per value).
 MAX_IN_VALUES = 4096
@@ -221,17 +222,19 @@ class Transform:
 
     # -- storage-partitioned joins ---------------------------------------------
 
-    def coarsens_to(self, other: Transform, family: str | None = None) -> bool:
+    def coarsens_to(self, other: Transform, family: TypeFamily | None = None) -> bool:
         """True when ``other``'s value is a function of this transform's value, for
-        key values of ``family`` (``join.compatibility.key_family``)."""
+        key values of ``family`` (``format.types.join_key_family``)."""
         return self == other
 
-    def shared_coarsening(self, other: Transform, family: str | None = None) -> Transform | None:
+    def shared_coarsening(
+        self, other: Transform, family: TypeFamily | None = None
+    ) -> Transform | None:
         """The finest transform both this one and ``other`` coarsen to, or None."""
         return self if self.coarsens_to(other, family) and other.coarsens_to(self, family) else None
 
     def derivation(
-        self, other: Transform, family: str | None, result_type: pa.DataType
+        self, other: Transform, family: TypeFamily | None, result_type: pa.DataType
     ) -> Callable[[Any], Any] | None:
         """How a partition value of this transform (of ``result_type``) gives ``other``'s
         value; None when it cannot (``coarsens_to`` is false)."""

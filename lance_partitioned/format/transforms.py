@@ -34,7 +34,13 @@ from lance_partitioned.format.calendar import calendar_bound, is_unit_start
 from lance_partitioned.format.expressions import Compare, In, IsNull, Like, Literal, Ref
 from lance_partitioned.format.filters.render import escape_like
 from lance_partitioned.format.transform_base import COMPARISONS, Transform, unchanged
-from lance_partitioned.format.types import is_bytes, is_numeric, is_temporal, is_text
+from lance_partitioned.format.types import (
+    TypeFamily,
+    is_bytes,
+    is_numeric,
+    is_temporal,
+    is_text,
+)
 
 
 def _to_array(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -307,9 +313,9 @@ class Truncate(Transform):
         fine, coarse = self.width, other.width
         if fine == coarse:
             return True
-        if family in ("string", "binary"):
+        if family in (TypeFamily.STRING, TypeFamily.BINARY):
             return coarse < fine
-        if family == "int":
+        if family is TypeFamily.INTEGER:
             return coarse % fine == 0
         return False
 
@@ -317,7 +323,7 @@ class Truncate(Transform):
         if not isinstance(other, Truncate):
             return None
         # the finest candidate first: the longer prefix, the smaller integer width
-        for coarse in sorted({self.width, other.width}, reverse=family == "int"):
+        for coarse in sorted({self.width, other.width}, reverse=family is TypeFamily.INTEGER):
             candidate = Truncate(coarse)
             if self.coarsens_to(candidate, family) and other.coarsens_to(candidate, family):
                 return candidate

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.format.types import type_family
+from lance_partitioned.format.types import cast_group
 
 if TYPE_CHECKING:
     import pandas  # optional at run time: only the "spark" and "dev" extras install it
@@ -105,7 +105,7 @@ def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
         return col
     if pa.types.is_null(col.type):
         return pa.nulls(len(col), type=target)
-    if type_family(col.type) != type_family(target) and not pa.types.is_dictionary(col.type):
+    if cast_group(col.type) != cast_group(target) and not pa.types.is_dictionary(col.type):
         raise SchemaError(
             f"column {name!r}: cannot write {col.type} into the namespace type {target}"
         )

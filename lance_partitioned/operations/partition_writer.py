@@ -81,18 +81,18 @@ class WrittenFiles:
                 f"cannot merge writes planned against manifest versions {self.snapshot_version} "
                 f"and {other.snapshot_version}"
             )
-        for k, lw in other.leaves.items():
+        for k, leaf_write in other.leaves.items():
             mine = self.leaves.get(k)
             if mine is None:
-                self.leaves[k] = lw
+                self.leaves[k] = leaf_write
             else:
-                mine.fragments.extend(lw.fragments)
-                mine.rows += lw.rows
+                mine.fragments.extend(leaf_write.fragments)
+                mine.rows += leaf_write.rows
         return self
 
     @property
     def rows(self) -> int:
-        return sum(lw.rows for lw in self.leaves.values())
+        return sum(leaf_write.rows for leaf_write in self.leaves.values())
 
 
 # -- phase 1: writing files ---------------------------------------------------
@@ -247,13 +247,13 @@ class PartitionWriter:
         """Write one partition's buffered rows as Lance data files (thread-safe per key)."""
         if not batches:
             return
-        lw = self.result.leaves[(self.spec.spec_id, key)]
+        leaf_write = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
-        if lw.is_new:
+        if leaf_write.is_new:
             layout, storage_version, mode = self._new_layout, None, "create"
             table = table.cast(layout.arrow)
         else:
-            mapping, storage_version = self._leaf_mapping(lw)
+            mapping, storage_version = self._leaf_mapping(leaf_write)
             layout, mode = mapping.layout, "overwrite"
             table = mapping.conform(table)
         # Files get Lance's own numbering of these columns (not checked against
@@ -261,30 +261,30 @@ class PartitionWriter:
         # change), then the fragment metadata maps them to the leaf's ids.
         frags = write_fragments(
             table,
-            lw.files_uri(self.snapshot),
+            leaf_write.files_uri(self.snapshot),
             schema=layout.arrow,
             mode=mode,
             max_rows_per_file=self.max_rows_per_file,
             data_storage_version=storage_version,
             storage_options=self.snapshot.manifest.storage_options,
         )
-        lw.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
-        lw.rows += table.num_rows
+        leaf_write.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
+        leaf_write.rows += table.num_rows
 
-    def _leaf_mapping(self, lw: LeafWrite) -> tuple[WriteMapping, str | None]:
+    def _leaf_mapping(self, leaf_write: LeafWrite) -> tuple[WriteMapping, str | None]:
         """An existing leaf keeps its columns and ids, plus the namespace columns it lacks."""
-        hit = self._mappings.get(lw.object_id)
+        hit = self._mappings.get(leaf_write.object_id)
         if hit is None:
             leaf = lance.dataset(
-                lw.files_uri(self.snapshot),
-                version=lw.base_version,
+                leaf_write.files_uri(self.snapshot),
+                version=leaf_write.base_version,
                 storage_options=self.snapshot.manifest.storage_options,
             )
             hit = (
-                WriteMapping(self.snapshot.schema, leaf, lw.object_id),
+                WriteMapping(self.snapshot.schema, leaf, leaf_write.object_id),
                 leaf.data_storage_version,
             )
-            self._mappings[lw.object_id] = hit
+            self._mappings[leaf_write.object_id] = hit
         return hit
 
     def finish(self) -> WrittenFiles:
@@ -307,15 +307,15 @@ def abort_write(snapshot: Snapshot, written: WrittenFiles, only: set[str] | None
 
     ``only`` limits it to those leaves (object ids); None means every leaf.
     """
-    for lw in written.leaves.values():
-        if only is not None and lw.object_id not in only:
+    for leaf_write in written.leaves.values():
+        if only is not None and leaf_write.object_id not in only:
             continue
-        if lw.is_new:
-            remove_dir(snapshot.leaf_uri(lw.location))
+        if leaf_write.is_new:
+            remove_dir(snapshot.leaf_uri(leaf_write.location))
         else:
-            for frag in lw.fragment_metadata():
+            for frag in leaf_write.fragment_metadata():
                 for f in frag.files:
-                    remove_file(lw.files_uri(snapshot), f.path)
+                    remove_file(leaf_write.files_uri(snapshot), f.path)
 
 
 def discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
@@ -325,15 +325,15 @@ def discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
     writing into the same new partition directory (names are derived from the
     job secret); an emptied directory is removed.
     """
-    for lw in written.leaves.values():
-        base = local_path(lw.files_uri(snapshot))
+    for leaf_write in written.leaves.values():
+        base = local_path(leaf_write.files_uri(snapshot))
         if base is None:
             continue  # object stores: reclaimed by vacuum
-        for frag in lw.fragment_metadata():
+        for frag in leaf_write.fragment_metadata():
             for f in frag.files:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(base, "data", f.path))
-        if lw.is_new:
+        if leaf_write.is_new:
             for d in (os.path.join(base, "data"), base):
                 try:
                     os.rmdir(d)  # only when empty: another task may still use it

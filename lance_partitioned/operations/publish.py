@@ -61,54 +61,54 @@ class WriteMode(enum.Enum):
     DYNAMIC = "dynamic"
 
 
-def _leaf_change(lw: LeafWrite, mode: WriteMode, snapshot: Snapshot) -> LeafChange:
-    frags = lw.fragment_metadata()
+def _leaf_change(leaf_write: LeafWrite, mode: WriteMode, snapshot: Snapshot) -> LeafChange:
+    frags = leaf_write.fragment_metadata()
     # existing leaves keep their own columns and ids, which the files were
     # written with, and gain the namespace columns they lack (metadata only)
     if mode is WriteMode.APPEND:
-        return AppendFiles(frags, snapshot.schema, lw.object_id)
-    return ReplaceFiles(None, frags, snapshot.schema, lw.object_id)
+        return AppendFiles(frags, snapshot.schema, leaf_write.object_id)
+    return ReplaceFiles(None, frags, snapshot.schema, leaf_write.object_id)
 
 
 def _stage(
     snapshot: Snapshot,
-    lw: LeafWrite,
+    leaf_write: LeafWrite,
     published: Leaf | None,
     mode: WriteMode,
     staged: StagedSet,
 ) -> StagedLeaf:
     """Stage one leaf of a write: a new dataset for a new partition, else a new version."""
-    uri = snapshot.leaf_uri(lw.location)
+    uri = snapshot.leaf_uri(leaf_write.location)
     opts = snapshot.manifest.storage_options
-    if lw.is_new:
+    if leaf_write.is_new:
         staged.new_dirs.append(uri)
         layout: IdLayout = namespace_layout(snapshot.schema)
-        return stage_new_leaf(uri, layout, lw.fragment_metadata(), staged.txn, opts)
+        return stage_new_leaf(uri, layout, leaf_write.fragment_metadata(), staged.txn, opts)
     assert published is not None
-    return _stage_existing(uri, lw, published, mode, staged, opts, snapshot)
+    return _stage_existing(uri, leaf_write, published, mode, staged, opts, snapshot)
 
 
 def _stage_existing(
     uri: str,
-    lw: LeafWrite,
+    leaf_write: LeafWrite,
     published: Leaf,
     mode: WriteMode,
     staged: StagedSet,
     opts: dict[str, str] | None,
     snapshot: Snapshot,
 ) -> StagedLeaf:
-    """Stage ``lw`` on the published content of an existing leaf (on its branch, if any)."""
+    """Stage ``leaf_write`` on the published content of an existing leaf (on its branch, if any)."""
     target = leaf_target(uri, published, opts)
-    if target.branch != lw.branch:
+    if target.branch != leaf_write.branch:
         # the files were written into the other branch's directory
         raise CommitConflictError(
-            f"partition {lw.object_id!r} moved from branch {lw.branch or 'main'!r} to "
+            f"partition {leaf_write.object_id!r} moved from branch {leaf_write.branch or 'main'!r} to "
             f"{target.branch or 'main'!r} while it was being written; retry the write"
         )
     return stage_leaf(
         target.uri,
         target.published,
-        _leaf_change(lw, mode, snapshot),
+        _leaf_change(leaf_write, mode, snapshot),
         staged.txn,
         opts,
         branch=target.branch,
@@ -126,39 +126,45 @@ def _manifest_rows(
     }
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for lw in written.leaves.values():
-        spec = snapshot.specs[lw.spec_id]
-        cols = spec_cols[lw.spec_id]
-        for oid, level in lw.new_namespaces:
+    for leaf_write in written.leaves.values():
+        spec = snapshot.specs[leaf_write.spec_id]
+        cols = spec_cols[leaf_write.spec_id]
+        for oid, level in leaf_write.new_namespaces:
             if oid in seen:
                 continue
             seen.add(oid)
             row = {"object_id": oid, "object_type": "namespace"}
-            row.update({c: v for c, v in zip(cols[:level], lw.key[:level], strict=True)})
+            row.update({c: v for c, v in zip(cols[:level], leaf_write.key[:level], strict=True)})
             f = spec.fields[level - 1]
-            row["metadata"] = mirror_metadata({f.field_id: lw.key[level - 1]})
+            row["metadata"] = mirror_metadata({f.field_id: leaf_write.key[level - 1]})
             rows.append(row)
-        version = versions[lw.object_id]
+        version = versions[leaf_write.object_id]
         # a branch-pinned leaf stays on its branch (seed 000: read_branch + read_version)
-        branch = (branches or {}).get(lw.object_id)
+        branch = (branches or {}).get(leaf_write.object_id)
         row = {
-            "object_id": lw.object_id,
+            "object_id": leaf_write.object_id,
             "object_type": "table",
-            "location": lw.location,
+            "location": leaf_write.location,
             "metadata": with_read_mirror(
-                mirror_metadata({f.field_id: v for f, v in zip(spec.fields, lw.key, strict=True)}),
+                mirror_metadata(
+                    {f.field_id: v for f, v in zip(spec.fields, leaf_write.key, strict=True)}
+                ),
                 version,
                 branch,
             ),
             "read_version": version,
             "read_branch": branch,
         }
-        row.update(dict(zip(cols, lw.key, strict=True)))
+        row.update(dict(zip(cols, leaf_write.key, strict=True)))
         rows.append(row)
     # Rows inserted concurrently under the same spec would not conflict in Lance
     # (inserts rebase), so every inserting commit also rewrites its spec's
     # version-namespace row: two such commits then conflict on that row.
-    rows.extend(lock_rows({lw.spec_id for lw in written.leaves.values() if lw.is_new}))
+    rows.extend(
+        lock_rows(
+            {leaf_write.spec_id for leaf_write in written.leaves.values() if leaf_write.is_new}
+        )
+    )
     schema = snapshot.dataset.schema
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
 
@@ -199,8 +205,10 @@ def _publish_rows(
     upserts = _manifest_rows(base, written, versions, branches)
     deletes: list[str] = []
     if mode is WriteMode.OVERWRITE or replaces:
-        keep = {lw.object_id for lw in written.leaves.values()}
-        keep |= {oid for lw in written.leaves.values() for oid, _ in lw.new_namespaces}
+        keep = {leaf_write.object_id for leaf_write in written.leaves.values()}
+        keep |= {
+            oid for leaf_write in written.leaves.values() for oid, _ in leaf_write.new_namespaces
+        }
         if mode is not WriteMode.OVERWRITE:
             keep |= {leaf.object_id for leaf in base.leaves()} - set(replaces)
         deletes = _deletes_for_overwrite(base, keep)
@@ -247,11 +255,11 @@ def commit_write(
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
     staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
-    existing = [lw for lw in written.leaves.values() if not lw.is_new]
+    existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
     planned: dict[str, Leaf] = {}
     if existing:
         by_id = {leaf.object_id: leaf for leaf in snapshot.leaves()}
-        planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
+        planned = {leaf_write.object_id: by_id[leaf_write.object_id] for leaf_write in existing}
     pause_point("files_written")
     published: int | None = None
     own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
@@ -259,8 +267,10 @@ def commit_write(
     try:
         run_parallel(
             list(written.leaves.values()),
-            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged),
-            lambda lw, s: staged.leaves.__setitem__(lw.object_id, s),
+            lambda leaf_write: _stage(
+                snapshot, leaf_write, planned.get(leaf_write.object_id), mode, staged
+            ),
+            lambda leaf_write, s: staged.leaves.__setitem__(leaf_write.object_id, s),
         )
         pause_point("leaves_staged")
         base = snapshot
@@ -339,25 +349,25 @@ def _rebase(
                 "partitions changed concurrently during an overwrite of the whole namespace"
             )
     by_key = {(leaf.spec_id, tuple(leaf.values)) for leaf in by_id.values()}
-    for (sid, key), lw in written.leaves.items():
-        if lw.is_new:
+    for (sid, key), leaf_write in written.leaves.items():
+        if leaf_write.is_new:
             if (sid, key) in by_key:
                 raise CommitConflictError(
                     f"partition {key} of spec v{sid} was created concurrently by another writer"
                 )
             continue
-        now = by_id.get(lw.object_id)
-        if now is not None and now.version_ref() == published[lw.object_id].version_ref():
+        now = by_id.get(leaf_write.object_id)
+        if now is not None and now.version_ref() == published[leaf_write.object_id].version_ref():
             continue
         if now is None or mode is not WriteMode.APPEND:
             raise CommitConflictError(
-                f"partition {lw.object_id!r} was changed or removed concurrently by another writer"
+                f"partition {leaf_write.object_id!r} was changed or removed concurrently by another writer"
             )
-        uri = latest.leaf_uri(lw.location)
-        staged.leaves[lw.object_id] = _stage_existing(
-            uri, lw, now, mode, staged, manifest.storage_options, latest
+        uri = latest.leaf_uri(leaf_write.location)
+        staged.leaves[leaf_write.object_id] = _stage_existing(
+            uri, leaf_write, now, mode, staged, manifest.storage_options, latest
         )
-        published[lw.object_id] = now
+        published[leaf_write.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)
     return latest
 
@@ -373,16 +383,16 @@ def _discard_unstaged(snapshot: Snapshot, written: WrittenFiles, staged: StagedS
     """
     opts = snapshot.manifest.storage_options
     only: set[str] = set()
-    for lw in written.leaves.values():
-        if lw.object_id in staged.leaves:
+    for leaf_write in written.leaves.values():
+        if leaf_write.object_id in staged.leaves:
             continue
-        if not lw.is_new:
-            uri = lw.files_uri(snapshot)
+        if not leaf_write.is_new:
+            uri = leaf_write.files_uri(snapshot)
             try:
-                if txn_versions(uri, lw.base_version or 0, staged.txn, opts):
+                if txn_versions(uri, leaf_write.base_version or 0, staged.txn, opts):
                     continue
             except Exception as exc:  # cannot tell: keeping files is the safe side
-                log.warning("keeping the written files of %s: %s", lw.object_id, exc)
+                log.warning("keeping the written files of %s: %s", leaf_write.object_id, exc)
                 continue
-        only.add(lw.object_id)
+        only.add(leaf_write.object_id)
     abort_write(snapshot, written, only=only)

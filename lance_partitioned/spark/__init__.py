@@ -178,7 +178,12 @@ def read_arrow(
 
 
 # Storage partitioned join; imported last because it uses read_arrow above.
-from lance_partitioned.spark.spj import Side, join, join_explain, shuffle_write_bytes  # noqa: E402
+from lance_partitioned.spark.storage_partitioned_join import (  # noqa: E402
+    Side,
+    join,
+    join_explain,
+    shuffle_write_bytes,
+)
 
 __all__ = [
     "Side",

@@ -5,7 +5,7 @@ when Lance evaluates our translation with exactly Spark's semantics on every row
 NULLs included. Everything else is handed back to Spark (which then filters the
 rows itself), so rejecting is always safe and accepting is a promise.
 
-Accepted (on a top-level column of a type listed in ``_ORDERED`` or ``_EQUALITY``):
+Accepted (on a top-level column of a type Spark holds as it is, ``_is_sparks_own_type``):
 
 - ``EqualTo``, ``GreaterThan(OrEqual)``, ``LessThan(OrEqual)``, ``In`` with a
   non-NULL literal: SQL comparison, where NULL never matches, as in Spark;
@@ -34,8 +34,6 @@ Rejected, on purpose:
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +55,7 @@ from lance_partitioned.format.expressions import (
     and_all,
 )
 from lance_partitioned.format.filters.render import escape_like, render_literal
+from lance_partitioned.format.types import TypeFamily, family_of, is_literal_of, is_text
 
 _COMPARE_OPS: dict[type, str] = {
     sds.EqualTo: "=",
@@ -67,55 +66,48 @@ _COMPARE_OPS: dict[type, str] = {
 }
 
 
-def _is_exact_arrow_type(t: pa.DataType) -> str | None:
-    """'ordered', 'float' or None: how far comparisons on this column type are trusted."""
-    if (
-        pa.types.is_boolean(t)
-        or pa.types.is_int8(t)
-        or pa.types.is_int16(t)
-        or pa.types.is_int32(t)
-        or pa.types.is_int64(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_date32(t)
-    ):
-        return "ordered"
-    if pa.types.is_decimal128(t):
-        return "ordered"
-    if pa.types.is_timestamp(t) and t.unit == "us":
-        return "ordered"
-    if pa.types.is_float32(t) or pa.types.is_float64(t):
-        return "float"
-    return None
+# The Arrow types Spark holds as they are: comparing a Spark literal with a column
+# of one of these compares exactly as Spark does. On any other layout (unsigned,
+# float16, date64, views, fixed-size binary, non-microsecond timestamps) the
+# literal would be compared after an implicit conversion whose rules differ
+# between the engines.
+_SPARKS_PLAIN_TYPES = (
+    pa.bool_(),
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.float32(),
+    pa.float64(),
+    pa.string(),
+    pa.large_string(),
+    pa.binary(),
+    pa.large_binary(),
+    pa.date32(),
+)
 
 
-def _literal_ok(value: Any, t: pa.DataType) -> bool:
-    """Whether ``value`` is a literal of the column's own kind that we render exactly."""
-    if value is None:
+def _is_sparks_own_type(t: pa.DataType) -> bool:
+    """Whether Spark holds column type ``t`` as it is (any decimal128, microsecond timestamps
+    naive or zoned, and ``_SPARKS_PLAIN_TYPES``)."""
+    return (
+        any(t.equals(plain) for plain in _SPARKS_PLAIN_TYPES)
+        or pa.types.is_decimal128(t)
+        or (pa.types.is_timestamp(t) and t.unit == "us")
+    )
+
+
+def _exact_literal(value: Any, t: pa.DataType) -> bool:
+    """Whether ``value`` is a literal of the column's own family that we render exactly.
+
+    Floats must also be finite and non-zero: Spark treats -0.0 = 0.0 and every NaN
+    as equal, Arrow's kernels do not. TimestampType literals arrive as aware
+    datetimes (instants), TIMESTAMP_NTZ ones as naive, like the column's zone.
+    """
+    if not is_literal_of(value, t):
         return False
-    if pa.types.is_boolean(t):
-        return isinstance(value, bool)
-    if pa.types.is_integer(t):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if pa.types.is_floating(t):
-        return isinstance(value, float) and math.isfinite(value) and value != 0.0
-    if pa.types.is_decimal(t):
-        return isinstance(value, decimal.Decimal) and value.is_finite()
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return isinstance(value, str)
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return isinstance(value, (bytes, bytearray))
-    if pa.types.is_date32(t):
-        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
-    if pa.types.is_timestamp(t):
-        # TimestampType literals arrive as aware datetimes (instants), TIMESTAMP_NTZ as naive.
-        return isinstance(value, dt.datetime) and ((value.tzinfo is not None) == (t.tz is not None))
-    return False
-
-
-def _renders(value: Any) -> bool:
+    if isinstance(value, float) and not (math.isfinite(value) and value != 0.0):
+        return False
     try:
         render_literal(value)
     except ValueError:
@@ -157,32 +149,29 @@ class FilterTranslator:
         if col is None:
             return None
         name, t = col
-        kind = _is_exact_arrow_type(t)
-        if kind is None:
+        if not _is_sparks_own_type(t):
             return None
         ref = Ref(name)
         if isinstance(f, sds.EqualNullSafe):
             if f.value is None:
                 return IsNull(ref)
-            if not (_literal_ok(f.value, t) and _renders(f.value)):
+            if not _exact_literal(f.value, t):
                 return None
             return And(Compare("=", ref, Literal(f.value)), IsNull(ref, negated=True))
         op = _COMPARE_OPS.get(type(f))
         if op is not None:
-            if kind == "float" and op != "=":
-                return None
-            if not (_literal_ok(f.value, t) and _renders(f.value)):
+            if op != "=" and family_of(t) is TypeFamily.FLOAT:
+                return None  # Spark orders -0.0 and NaN unlike Arrow's kernels
+            if not _exact_literal(f.value, t):
                 return None
             return Compare(op, ref, Literal(f.value))
         if isinstance(f, sds.In):
             values = list(f.value)
-            if not values or not all(_literal_ok(v, t) and _renders(v) for v in values):
+            if not values or not all(_exact_literal(v, t) for v in values):
                 return None
             return In(ref, tuple(Literal(v) for v in values))
         if isinstance(f, sds.StringStartsWith):
-            if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or not isinstance(
-                f.value, str
-            ):
+            if not is_text(t) or not isinstance(f.value, str):
                 return None
             return Like(ref, escape_like(f.value) + "%")
         return None

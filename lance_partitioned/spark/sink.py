@@ -80,15 +80,15 @@ def _published(manifest: Manifest, written: WrittenFiles) -> bool:
     if latest.version == written.snapshot_version:
         return False
     by_location = {leaf.location: leaf for leaf in latest.leaves()}
-    for lw in written.leaves.values():
-        leaf = by_location.get(lw.location)
+    for leaf_write in written.leaves.values():
+        leaf = by_location.get(leaf_write.location)
         if leaf is None:
             continue
-        if lw.is_new:
+        if leaf_write.is_new:
             return True
-        if leaf.read_version == lw.base_version:
+        if leaf.read_version == leaf_write.base_version:
             continue
-        ours = {f.path for fj in lw.fragments for f in FragmentMetadata.from_json(fj).files}
+        ours = {f.path for fj in leaf_write.fragments for f in FragmentMetadata.from_json(fj).files}
         current = {
             f.path for frag in latest.open_leaf(leaf).get_fragments() for f in frag.metadata.files
         }

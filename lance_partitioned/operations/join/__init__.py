@@ -5,10 +5,11 @@ equi-join are partitioned by compatible transforms of the join keys, matching
 rows can only sit in matching partitions, so the join runs group by group with
 no shuffle. This module decides *which* partitions meet (``plan_join``), explains
 the decision (``explain_join``), and runs one group with a local hash join
-(``GroupRunner``). ``lance_partitioned.spark.spj`` turns groups into Spark tasks.
+(``GroupRunner``). ``lance_partitioned.spark.storage_partitioned_join`` turns groups into Spark tasks.
 
-**Group key.** A *component* is a function of the join key values that every
-compatible spec version can compute from a leaf's partition values alone:
+**Group key.** A *component* (``GroupKeyComponent``) is a function of the join
+key values that every compatible spec version can compute from a leaf's
+partition values alone:
 
 - ``bucket[m]`` of keys K: ``bucket(N) % m`` for any ``N`` that ``m`` divides;
   ``bucket`` and ``multi_bucket`` hash the same bytes for the same key, so they
@@ -48,10 +49,10 @@ group key), ``planning`` (``plan_join``, ``explain_join``) and ``execution``
 """
 
 from lance_partitioned.operations.join.compatibility import (
-    Component,
+    GroupKeyComponent,
+    KeyPartitionField,
     common_key_type,
     compatibility,
-    key_family,
 )
 from lance_partitioned.operations.join.execution import (
     ARROW_JOIN_TYPE,
@@ -84,7 +85,8 @@ __all__ = [
     "ARROW_JOIN_TYPE",
     "DEFAULT_MAX_GROUP_ROWS",
     "JOIN_TYPES",
-    "Component",
+    "GroupKeyComponent",
+    "KeyPartitionField",
     "FallbackPart",
     "Group",
     "GroupRunner",
@@ -99,7 +101,6 @@ __all__ = [
     "compatibility",
     "execute_local",
     "explain_join",
-    "key_family",
     "normalize_how",
     "normalize_on",
     "plan_join",

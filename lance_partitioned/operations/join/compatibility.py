@@ -1,13 +1,13 @@
 """Which partition specs of two join inputs are compatible on the join keys.
 
-A *component* is a function of the join key values that every compatible spec
-version can compute from a leaf's partition values alone (bucket divisibility,
+A *group key component* (``GroupKeyComponent``) is a function of the join key
+values that every compatible spec version can compute from a leaf's partition values alone (bucket divisibility,
 the calendar hierarchy, truncate widths, identity and identical expressions; see
 ``lance_partitioned.operations.join`` for the rules). The rules per transform
 are the transforms' own (``Transform.coarsens_to``, ``shared_coarsening``,
-``derivation``); this module pairs the fields of two specs on the same keys
-(``compatibility``), says why none pair, and derives a component's value from
-one partition value (``derive``). Pure: it opens no namespace.
+``derivation``); this module pairs the fields of two specs that are functions of
+the same keys (``KeyPartitionField``; ``compatibility``), says why none pair, and derives a component's value from
+one partition value (``component_derivation``). Pure: it opens no namespace.
 """
 
 from __future__ import annotations
@@ -21,67 +21,39 @@ import pyarrow as pa
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.transform_base import Transform
+from lance_partitioned.format.types import TypeFamily, join_key_family, join_key_types_match
 from lance_partitioned.operations.join.sides import normalize_on
 
 # -- key types -----------------------------------------------------------------
 
 
-def key_family(t: pa.DataType) -> str | None:
-    """Types whose equal values have equal partition values on both sides, or None.
-
-    Integers of any width hash and compare alike (the canonical int64 encoding);
-    floats are refused: Spark's join treats NaN = NaN and -0.0 = 0.0, which a
-    partition-wise hash join would not reproduce.
-    """
-    if pa.types.is_integer(t) and not pa.types.is_uint64(t):
-        return "int"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if (
-        pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz is None else "timestamptz"
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"  # the hash encodes the unscaled value
-    return None
-
-
 def common_key_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The type both sides' key columns are cast to for the local join (None: no SPJ)."""
-    fa, fb = key_family(a), key_family(b)
-    if fa is None or fa != fb:
+    if not join_key_types_match(a, b):
         return None
     if a.equals(b):
         return a
-    if fa == "int":
+    family = join_key_family(a)
+    if family is TypeFamily.INTEGER:
         return pa.int64()
-    if fa == "string":
+    if family is TypeFamily.STRING:
         return pa.large_string()
-    if fa == "binary":
+    if family is TypeFamily.BINARY:
         return pa.large_binary()
-    if fa == "date":
+    if family is TypeFamily.DATE:
         return pa.date32()
-    if fa.startswith("timestamp"):
+    if family is TypeFamily.TIMESTAMP:
         units = ["s", "ms", "us", "ns"]
         unit = max(a.unit, b.unit, key=units.index)
         return pa.timestamp(unit, a.tz)
     return None
 
 
-# -- components and offers -------------------------------------------------------
+# -- group key components and the partition fields that compute them -------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Component:
+class GroupKeyComponent:
     """One part of the group key: ``transform`` of the join keys ``keys`` (indices into ``on``).
 
     ``transform`` is the coarsest one both sides compute (``bucket[4]`` for a
@@ -115,7 +87,7 @@ def _pair_name(pair: tuple[str, str]) -> str:
 
 
 @dataclass(frozen=True)
-class Offer:
+class KeyPartitionField:
     """A partition field of one spec whose sources are all join keys."""
 
     index: int  # position of the field in its spec (and in ``Leaf.values``)
@@ -128,7 +100,9 @@ class Offer:
         return self.field.function
 
 
-def spec_offers(spec: PartitionSpec, schema: Schema, key_names: Sequence[str]) -> list[Offer]:
+def key_partition_fields(
+    spec: PartitionSpec, schema: Schema, key_names: Sequence[str]
+) -> list[KeyPartitionField]:
     """The fields of ``spec`` that are functions of the join keys alone."""
     key_by_id: dict[int, int] = {}
     for k, name in enumerate(key_names):
@@ -139,50 +113,72 @@ def spec_offers(spec: PartitionSpec, schema: Schema, key_names: Sequence[str]) -
             continue
         keys = tuple(key_by_id[s] for s in f.source_ids)
         types = tuple(schema.field_by_id(s).type for s in f.source_ids)
-        out.append(Offer(i, f, keys, types))
+        out.append(KeyPartitionField(i, f, keys, types))
     return out
 
 
-def _family(keys: tuple[int, ...], families: Sequence[str | None]) -> str | None:
+def _single_key_family(
+    keys: tuple[int, ...], families: Sequence[TypeFamily | None]
+) -> TypeFamily | None:
     """The key family a single-key component is computed over (None for several keys)."""
     return families[keys[0]] if len(keys) == 1 else None
 
 
-def _same_source_types(lo: Offer, ro: Offer) -> bool:
-    return all(a.equals(b) for a, b in zip(lo.source_types, ro.source_types, strict=True))
+def _sources_typed_alike(left_field: KeyPartitionField, right_field: KeyPartitionField) -> bool:
+    return all(
+        a.equals(b) for a, b in zip(left_field.source_types, right_field.source_types, strict=True)
+    )
 
 
-def _pair_component(lo: Offer, ro: Offer, families: Sequence[str | None]) -> Component | None:
-    """The component a left and a right offer share, if any."""
-    if lo.keys != ro.keys:
+def _shared_component(
+    left_field: KeyPartitionField,
+    right_field: KeyPartitionField,
+    families: Sequence[TypeFamily | None],
+) -> GroupKeyComponent | None:
+    """The group key component a left and a right partition field share, if any."""
+    if left_field.keys != right_field.keys:
         return None
-    if lo.transform.depends_on_source_type and not _same_source_types(lo, ro):
+    if left_field.transform.depends_on_source_type and not _sources_typed_alike(
+        left_field, right_field
+    ):
         return None
-    shared = lo.transform.shared_coarsening(ro.transform, _family(lo.keys, families))
-    return None if shared is None else Component(shared, lo.keys)
+    shared = left_field.transform.shared_coarsening(
+        right_field.transform, _single_key_family(left_field.keys, families)
+    )
+    return None if shared is None else GroupKeyComponent(shared, left_field.keys)
 
 
-def shared_components(
-    loffers: Sequence[Offer], roffers: Sequence[Offer], families: Sequence[str | None]
-) -> tuple[tuple[Component, ...], str]:
+def shared_group_key(
+    left_fields: Sequence[KeyPartitionField],
+    right_fields: Sequence[KeyPartitionField],
+    families: Sequence[TypeFamily | None],
+) -> tuple[tuple[GroupKeyComponent, ...], str]:
     """Every component a left and a right spec share, and (when none) why not."""
-    comps: list[Component] = []
+    components: list[GroupKeyComponent] = []
     why: list[str] = []
-    for lo in loffers:
-        for ro in roffers:
-            if lo.keys != ro.keys or any(families[k] is None for k in lo.keys):
+    for left_field in left_fields:
+        for right_field in right_fields:
+            if left_field.keys != right_field.keys or any(
+                families[k] is None for k in left_field.keys
+            ):
                 continue
-            c = _pair_component(lo, ro, families)
-            if c is None:
-                why.append(lo.transform.why_not_shared(ro.transform))
-            elif c not in comps:
-                comps.append(c)
-    if comps:
-        return tuple(comps), ""
+            component = _shared_component(left_field, right_field, families)
+            if component is None:
+                why.append(left_field.transform.why_not_shared(right_field.transform))
+            elif component not in components:
+                components.append(component)
+    if components:
+        return tuple(components), ""
     if why:
         return (), "; ".join(why)
-    if not loffers or not roffers:
-        side = "either side" if not loffers and not roffers else "left" if not loffers else "right"
+    if not left_fields or not right_fields:
+        side = (
+            "either side"
+            if not left_fields and not right_fields
+            else "left"
+            if not left_fields
+            else "right"
+        )
         return (), f"no partition field of {side} is a transform of the join keys alone"
     return (), "their partition fields are on different join keys (or key types differ)"
 
@@ -193,7 +189,7 @@ def compatibility(
     right_spec: PartitionSpec,
     right_schema: Schema,
     on: Any,
-) -> tuple[tuple[Component, ...], str]:
+) -> tuple[tuple[GroupKeyComponent, ...], str]:
     """The group key two spec versions share on the join keys ``on``.
 
     Returns the components (empty when the specs are incompatible) and the
@@ -202,15 +198,18 @@ def compatibility(
     pairs = normalize_on(on)
     families = []
     for a, b in pairs:
-        lt, rt = left_schema.field(a).type, right_schema.field(b).type
-        families.append(key_family(lt) if common_key_type(lt, rt) is not None else None)
-    lo = spec_offers(left_spec, left_schema, [a for a, _ in pairs])
-    ro = spec_offers(right_spec, right_schema, [b for _, b in pairs])
-    return shared_components(lo, ro, families)
+        left_type, right_type = left_schema.field(a).type, right_schema.field(b).type
+        usable = common_key_type(left_type, right_type) is not None
+        families.append(join_key_family(left_type) if usable else None)
+    left_fields = key_partition_fields(left_spec, left_schema, [a for a, _ in pairs])
+    right_fields = key_partition_fields(right_spec, right_schema, [b for _, b in pairs])
+    return shared_group_key(left_fields, right_fields, families)
 
 
-def derive(offer: Offer, comp: Component, family: str | None) -> Callable[[Any], Any] | None:
-    """How ``offer``'s partition value gives ``comp``'s value, or None when it cannot."""
-    if offer.keys != comp.keys:
+def component_derivation(
+    key_field: KeyPartitionField, component: GroupKeyComponent, family: TypeFamily | None
+) -> Callable[[Any], Any] | None:
+    """How ``key_field``'s partition value gives ``component``'s value, or None when it cannot."""
+    if key_field.keys != component.keys:
         return None
-    return offer.transform.derivation(comp.transform, family, offer.field.result_type)
+    return key_field.transform.derivation(component.transform, family, key_field.field.result_type)

@@ -3,7 +3,7 @@
 ``GroupRunner`` joins the leaves of one ``Group`` (or of a fallback part) with a
 local pyarrow hash join, hash-splitting groups larger than memory into spill
 files (``sub_partition``); ``SideReader`` reads one input's leaves at their
-pinned versions. Both are picklable, so an engine (``spark.spj``) ships them to
+pinned versions. Both are picklable, so an engine (``spark.storage_partitioned_join``) ships them to
 its tasks. ``execute_local`` runs a whole plan in this process.
 """
 
@@ -193,11 +193,11 @@ class GroupRunner:
 
     def join_tables(self, left: pa.Table, right: pa.Table) -> Iterator[pa.RecordBatch]:
         """Join two in-memory tables of this runner's sides (SQL semantics: NULL keys never match)."""
-        lk = _key_table(left, self.left_keys, self.key_types, "l", "__li")
-        rk = _key_table(right, self.right_keys, self.key_types, "r", "__ri")
+        left_keyed = _key_table(left, self.left_keys, self.key_types, "l", "__li")
+        right_keyed = _key_table(right, self.right_keys, self.key_types, "r", "__ri")
         n = len(self.key_types)
-        joined = lk.join(
-            rk,
+        joined = left_keyed.join(
+            right_keyed,
             keys=[f"l{i}" for i in range(n)],
             right_keys=[f"r{i}" for i in range(n)],
             join_type=ARROW_JOIN_TYPE[self.how],
@@ -207,22 +207,25 @@ class GroupRunner:
         # Acero emits matches in hash order, in many small chunks. One index array in
         # the storage order of the larger side makes take() sequential: several times
         # faster than gathering at random, for the cost of sorting the indices.
-        li = joined.column("__li").combine_chunks()
-        ri = None
+        left_rows = joined.column("__li").combine_chunks()
+        right_rows = None
         if self.how not in ("semi", "anti"):
-            ri = joined.column("__ri").combine_chunks()
-            order = pc.sort_indices(ri if right.num_rows >= left.num_rows else li)
-            li, ri = li.take(order), ri.take(order)
-        lt = left.take(li)
-        rt = right.take(ri) if ri is not None else None
+            right_rows = joined.column("__ri").combine_chunks()
+            larger = right_rows if right.num_rows >= left.num_rows else left_rows
+            order = pc.sort_indices(larger)
+            left_rows, right_rows = left_rows.take(order), right_rows.take(order)
+        left_taken = left.take(left_rows)
+        right_taken = right.take(right_rows) if right_rows is not None else None
         arrays = []
         for c in self.output:
             if c.origin == "left":
-                col = lt.column(c.left)
+                col = left_taken.column(c.left)
             elif c.origin == "right":
-                col = rt.column(c.right)
+                col = right_taken.column(c.right)
             else:
-                col = pc.coalesce(lt.column(c.left).cast(c.type), rt.column(c.right).cast(c.type))
+                col = pc.coalesce(
+                    left_taken.column(c.left).cast(c.type), right_taken.column(c.right).cast(c.type)
+                )
             arrays.append(col if col.type.equals(c.type) else col.cast(c.type))
         table = pa.Table.from_arrays(arrays, schema=self.output_schema)
         yield from table.to_batches(max_chunksize=_OUT_BATCH_ROWS)

@@ -23,14 +23,14 @@ from lance_partitioned.catalog.mirror import format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import Expr
+from lance_partitioned.format.types import TypeFamily, join_key_family
 from lance_partitioned.operations.join.compatibility import (
-    Component,
-    Offer,
+    GroupKeyComponent,
+    KeyPartitionField,
     common_key_type,
-    derive,
-    key_family,
-    shared_components,
-    spec_offers,
+    component_derivation,
+    key_partition_fields,
+    shared_group_key,
 )
 from lance_partitioned.operations.join.execution import (
     Group,
@@ -114,7 +114,7 @@ class JoinPlan:
     left: SidePlan
     right: SidePlan
     key_types: tuple[pa.DataType | None, ...]  # common type per key pair (None: incompatible)
-    components: tuple[Component, ...]
+    components: tuple[GroupKeyComponent, ...]
     groups: list[Group]
     fallback: list[FallbackPart]
     reasons: list[str]
@@ -148,19 +148,19 @@ class JoinPlan:
         """Human-readable: sides, the group key, every group, and why anything falls back."""
         on = " AND ".join(f"left.{a} = right.{b}" for a, b in self.on)
         lines = [f"{self.how} join on {on}"]
-        for sp in (self.left, self.right):
+        for side_plan in (self.left, self.right):
             specs = "; ".join(
-                f"{spec_namespace(sid)}: {sp.snapshot.specs[sid].describe(sp.snapshot.schema)}"
-                for sid in sorted({lf.spec_id for lf in sp.leaves})
+                f"{spec_namespace(sid)}: {side_plan.snapshot.specs[sid].describe(side_plan.snapshot.schema)}"
+                for sid in sorted({lf.spec_id for lf in side_plan.leaves})
             )
             lines.append(
-                f"{sp.name}: {sp.root} @ __manifest v{sp.snapshot.version}, "
-                f"filter {_render_filter(sp.filter)}, {len(sp.leaves)} partitions"
+                f"{side_plan.name}: {side_plan.root} @ __manifest v{side_plan.snapshot.version}, "
+                f"filter {_render_filter(side_plan.filter)}, {len(side_plan.leaves)} partitions"
                 + (f" [{specs}]" if specs else "")
             )
         if self.components:
-            comps = ", ".join(c.describe(self.on) for c in self.components)
-            lines.append(f"group key: ({comps})")
+            components = ", ".join(c.describe(self.on) for c in self.components)
+            lines.append(f"group key: ({components})")
         lines.append(f"SPJ groups: {len(self.groups)} (one task each, no shuffle)")
         for g in self.groups:
             key = ", ".join("NULL" if v is None else str(format_partition_value(v)) for v in g.key)
@@ -173,9 +173,9 @@ class JoinPlan:
         if self.fallback:
             lines.append(f"fallback (plain Spark join with shuffle): {len(self.fallback)} part(s)")
             for p in self.fallback:
-                ln = "all" if p.left is None else str(len(p.left))
-                rn = "all" if p.right is None else str(len(p.right))
-                lines.append(f"  left {ln} x right {rn} partitions: {p.why}")
+                left_count = "all" if p.left is None else str(len(p.left))
+                right_count = "all" if p.right is None else str(len(p.right))
+                lines.append(f"  left {left_count} x right {right_count} partitions: {p.why}")
         else:
             lines.append("fallback: none")
         if self.reasons:
@@ -192,10 +192,10 @@ def _render_filter(expr: Expr | None) -> str:
     return to_sql(expr)
 
 
-def _leaf_list(sp: SidePlan, leaves: Sequence[Leaf]) -> str:
+def _leaf_list(side_plan: SidePlan, leaves: Sequence[Leaf]) -> str:
     if not leaves:
         return "[]"
-    shown = [sp.describe_leaf(lf) for lf in leaves[:4]]
+    shown = [side_plan.describe_leaf(lf) for lf in leaves[:4]]
     more = f", +{len(leaves) - 4} more" if len(leaves) > 4 else ""
     return "[" + ", ".join(shown) + more + "]"
 
@@ -226,14 +226,16 @@ def _side_plan(name: str, side: Side, keys: Sequence[str]) -> SidePlan:
     return SidePlan(name, side, snapshot, expr, columns, read, tuple(keys), leaves)
 
 
-def _count_rows(sp: SidePlan) -> None:
+def _count_rows(side_plan: SidePlan) -> None:
     """Rows per leaf from Lance metadata (before the filter): an upper bound for sizing."""
-    if not sp.leaves:
+    if not side_plan.leaves:
         return
     threads = max(2, min(16, (os.cpu_count() or 2) * 2))
     with ThreadPoolExecutor(threads) as pool:
-        counts = list(pool.map(lambda lf: sp.snapshot.open_leaf(lf).count_rows(), sp.leaves))
-    sp.rows = {lf.object_id: n for lf, n in zip(sp.leaves, counts, strict=True)}
+        counts = list(
+            pool.map(lambda lf: side_plan.snapshot.open_leaf(lf).count_rows(), side_plan.leaves)
+        )
+    side_plan.rows = {lf.object_id: n for lf, n in zip(side_plan.leaves, counts, strict=True)}
 
 
 def _output_columns(
@@ -246,8 +248,8 @@ def _output_columns(
 ) -> tuple[OutputColumn, ...]:
     """Spark's ``df.join`` layout: same-named keys once and first (USING), then the left
     columns, then the right ones (none for semi/anti)."""
-    lf = {f.name: f for f in left.arrow_schema}
-    rf = {f.name: f for f in right.arrow_schema}
+    left_fields = {f.name: f for f in left.arrow_schema}
+    right_fields = {f.name: f for f in right.arrow_schema}
     left_null = how in ("right", "full")
     right_null = how in ("left", "full")
     using = [(a, b, t) for (a, b), t in zip(on, key_types, strict=True) if a == b]
@@ -255,27 +257,45 @@ def _output_columns(
     out: list[OutputColumn] = []
     for a, _, t in using:
         if how == "right":
-            out.append(OutputColumn(a, "right", None, a, rf[a].type, rf[a].nullable))
+            out.append(
+                OutputColumn(a, "right", None, a, right_fields[a].type, right_fields[a].nullable)
+            )
         elif how == "full":
-            typ = t if t is not None else lf[a].type
-            out.append(OutputColumn(a, "coalesce", a, a, typ, lf[a].nullable or rf[a].nullable))
+            typ = t if t is not None else left_fields[a].type
+            out.append(
+                OutputColumn(
+                    a, "coalesce", a, a, typ, left_fields[a].nullable or right_fields[a].nullable
+                )
+            )
         else:
-            out.append(OutputColumn(a, "left", a, None, lf[a].type, lf[a].nullable))
-    lcols = [c for c in left.columns if c not in using_names]
-    rcols = [] if how in ("semi", "anti") else [c for c in right.columns if c not in using_names]
-    clash = set(lcols) & set(rcols) | (set(rcols) & using_names)
+            out.append(
+                OutputColumn(a, "left", a, None, left_fields[a].type, left_fields[a].nullable)
+            )
+    left_columns = [c for c in left.columns if c not in using_names]
+    right_columns = (
+        [] if how in ("semi", "anti") else [c for c in right.columns if c not in using_names]
+    )
+    clash = set(left_columns) & set(right_columns) | (set(right_columns) & using_names)
     if clash and not suffixes:
         raise SchemaError(
             f"columns {sorted(clash)} exist on both sides; project them away with "
             "Side(columns=...) or pass suffixes=('_l', '_r')"
         )
-    ls, rs = suffixes or ("", "")
-    for c in lcols:
-        name = c + ls if c in clash else c
-        out.append(OutputColumn(name, "left", c, None, lf[c].type, lf[c].nullable or left_null))
-    for c in rcols:
-        name = c + rs if c in clash else c
-        out.append(OutputColumn(name, "right", None, c, rf[c].type, rf[c].nullable or right_null))
+    left_suffix, right_suffix = suffixes or ("", "")
+    for c in left_columns:
+        name = c + left_suffix if c in clash else c
+        out.append(
+            OutputColumn(
+                name, "left", c, None, left_fields[c].type, left_fields[c].nullable or left_null
+            )
+        )
+    for c in right_columns:
+        name = c + right_suffix if c in clash else c
+        out.append(
+            OutputColumn(
+                name, "right", None, c, right_fields[c].type, right_fields[c].nullable or right_null
+            )
+        )
     names = [c.name for c in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -283,71 +303,103 @@ def _output_columns(
     return tuple(out)
 
 
-def _choose_components(
-    how: str, left: SidePlan, right: SidePlan, families: Sequence[str | None]
-) -> tuple[tuple[Component, ...], dict[int, dict], dict[int, dict], list[str]]:
-    """The group key covering the most leaves (preferring one the join type can split).
+# A spec version's way to compute each group key component: per component, the
+# position of the partition field in ``Leaf.values`` and the function of its value
+# (None: the spec version cannot compute the group key).
+Derivations = list[tuple[int, Callable[[Any], Any]]] | None
 
-    Returns the components, per spec id of each side the derivation functions
-    (empty when the spec cannot compute the key), and notes on what did not match.
-    """
-    notes: list[str] = []
-    lspecs = sorted({lf.spec_id for lf in left.leaves})
-    rspecs = sorted({lf.spec_id for lf in right.leaves})
-    loffers = {
-        s: spec_offers(left.snapshot.specs[s], left.snapshot.schema, left.keys) for s in lspecs
+
+def _key_fields_by_spec(side_plan: SidePlan) -> dict[int, list[KeyPartitionField]]:
+    """Per spec id of the side's selected leaves, its partition fields on the join keys."""
+    snapshot = side_plan.snapshot
+    spec_ids = sorted({lf.spec_id for lf in side_plan.leaves})
+    return {
+        s: key_partition_fields(snapshot.specs[s], snapshot.schema, side_plan.keys)
+        for s in spec_ids
     }
-    roffers = {
-        s: spec_offers(right.snapshot.specs[s], right.snapshot.schema, right.keys) for s in rspecs
-    }
-    for k, fam in enumerate(families):
-        if fam is None:
-            lt = left.arrow_schema.field(left.keys[k]).type
-            rt = right.arrow_schema.field(right.keys[k]).type
+
+
+def _unusable_key_notes(
+    left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
+) -> list[str]:
+    notes = []
+    for k, family in enumerate(families):
+        if family is None:
+            left_type = left.arrow_schema.field(left.keys[k]).type
+            right_type = right.arrow_schema.field(right.keys[k]).type
             notes.append(
-                f"key {left.keys[k]} ({lt}) = {right.keys[k]} ({rt}): types not usable for SPJ "
+                f"key {left.keys[k]} ({left_type}) = {right.keys[k]} ({right_type}): "
+                "types not usable for SPJ "
                 "(they must be the same kind: integers, strings, binary, dates, timestamps, "
                 "booleans or equal decimals; floats never)"
             )
-    candidates: list[tuple[Component, ...]] = []
-    for ls in lspecs:
-        for rs in rspecs:
-            comps, why = shared_components(loffers[ls], roffers[rs], families)
-            if comps:
-                candidates.append(comps)
-                continue
-            lname, rname = left.snapshot.specs[ls], right.snapshot.specs[rs]
-            notes.append(
-                f"left v{ls} ({lname.describe(left.snapshot.schema)}) and right v{rs} "
-                f"({rname.describe(right.snapshot.schema)}) are not compatible: {why}"
+    return notes
+
+
+def _derivations(
+    by_spec: dict[int, list[KeyPartitionField]],
+    components: tuple[GroupKeyComponent, ...],
+    families: Sequence[TypeFamily | None],
+) -> dict[int, Derivations]:
+    """Per spec id, how its partition values give every component (None: they cannot)."""
+    out: dict[int, Derivations] = {}
+    for sid, fields in by_spec.items():
+        fns: Derivations = []
+        for component in components:
+            keys = component.keys
+            family = families[keys[0]] if len(keys) == 1 else None
+            found = next(
+                (
+                    (f.index, fn)
+                    for f in fields
+                    if (fn := component_derivation(f, component, family)) is not None
+                ),
+                None,
             )
+            if found is None:
+                fns = None
+                break
+            fns.append(found)
+        out[sid] = fns
+    return out
 
-    def derivations(by_spec: dict[int, list[Offer]], comps: tuple[Component, ...]) -> dict:
-        out: dict[int, list[tuple[int, Callable]] | None] = {}
-        for sid, offs in by_spec.items():
-            fns: list[tuple[int, Callable]] | None = []
-            for c in comps:
-                fam = families[c.keys[0]] if len(c.keys) == 1 else None
-                found = next(
-                    ((o.index, fn) for o in offs if (fn := derive(o, c, fam)) is not None), None
-                )
-                if found is None:
-                    fns = None
-                    break
-                fns.append(found)
-            out[sid] = fns
-        return out
 
-    best: tuple[tuple, tuple[Component, ...], dict, dict] | None = None
-    for i, comps in enumerate(dict.fromkeys(candidates)):
-        ld, rd = derivations(loffers, comps), derivations(roffers, comps)
-        l_in = sum(1 for lf in left.leaves if ld[lf.spec_id] is not None)
-        r_in = sum(1 for lf in right.leaves if rd[lf.spec_id] is not None)
-        li, ri = len(left.leaves) - l_in, len(right.leaves) - r_in
-        splittable = _fallback_parts(how, li > 0, ri > 0) is not None
-        score = (splittable, l_in + r_in, len(comps), -i)
+def _choose_components(
+    how: str, left: SidePlan, right: SidePlan, families: Sequence[TypeFamily | None]
+) -> tuple[
+    tuple[GroupKeyComponent, ...], dict[int, Derivations], dict[int, Derivations], list[str]
+]:
+    """The group key covering the most leaves (preferring one the join type can split).
+
+    Returns the components, per spec id of each side the derivation functions
+    (None when the spec cannot compute the key), and notes on what did not match.
+    """
+    notes = _unusable_key_notes(left, right, families)
+    left_fields, right_fields = _key_fields_by_spec(left), _key_fields_by_spec(right)
+    candidates: list[tuple[GroupKeyComponent, ...]] = []
+    for left_id, left_key_fields in left_fields.items():
+        for right_id, right_key_fields in right_fields.items():
+            components, why = shared_group_key(left_key_fields, right_key_fields, families)
+            if components:
+                candidates.append(components)
+                continue
+            left_spec, right_spec = left.snapshot.specs[left_id], right.snapshot.specs[right_id]
+            notes.append(
+                f"left v{left_id} ({left_spec.describe(left.snapshot.schema)}) and right "
+                f"v{right_id} ({right_spec.describe(right.snapshot.schema)}) are not "
+                f"compatible: {why}"
+            )
+    best: tuple[tuple, tuple[GroupKeyComponent, ...], dict, dict] | None = None
+    for i, components in enumerate(dict.fromkeys(candidates)):
+        left_by_spec = _derivations(left_fields, components, families)
+        right_by_spec = _derivations(right_fields, components, families)
+        left_in = sum(1 for lf in left.leaves if left_by_spec[lf.spec_id] is not None)
+        right_in = sum(1 for lf in right.leaves if right_by_spec[lf.spec_id] is not None)
+        left_out, right_out = len(left.leaves) - left_in, len(right.leaves) - right_in
+        splittable = _fallback_parts(how, left_out > 0, right_out > 0) is not None
+        score = (splittable, left_in + right_in, len(components), -i)
         if best is None or score > best[0]:
-            best = (score, comps, ld, rd)
+            best = (score, components, left_by_spec, right_by_spec)
     if best is None:
         return (), {}, {}, notes
     return best[1], best[2], best[3], notes
@@ -393,61 +445,74 @@ def plan_join(
     """
     how = normalize_how(how)
     pairs = normalize_on(on)
-    lp = _side_plan("left", as_side(left), [a for a, _ in pairs])
-    rp = _side_plan("right", as_side(right), [b for _, b in pairs])
-    lt = [lp.arrow_schema.field(a).type for a, _ in pairs]
-    rt = [rp.arrow_schema.field(b).type for _, b in pairs]
-    key_types = tuple(common_key_type(a, b) for a, b in zip(lt, rt, strict=True))
+    left_plan = _side_plan("left", as_side(left), [a for a, _ in pairs])
+    right_plan = _side_plan("right", as_side(right), [b for _, b in pairs])
+    left_types = [left_plan.arrow_schema.field(a).type for a, _ in pairs]
+    right_types = [right_plan.arrow_schema.field(b).type for _, b in pairs]
+    key_types = tuple(common_key_type(a, b) for a, b in zip(left_types, right_types, strict=True))
     families = [
-        key_family(t) if ct is not None else None for t, ct in zip(lt, key_types, strict=True)
+        join_key_family(t) if common is not None else None
+        for t, common in zip(left_types, key_types, strict=True)
     ]
-    output = _output_columns(how, pairs, lp, rp, key_types, suffixes)
+    output = _output_columns(how, pairs, left_plan, right_plan, key_types, suffixes)
     if estimate_rows:
-        _count_rows(lp)
-        _count_rows(rp)
-    plan = JoinPlan(how, pairs, lp, rp, key_types, (), [], [], [], output, max_group_rows)
+        _count_rows(left_plan)
+        _count_rows(right_plan)
+    plan = JoinPlan(
+        how, pairs, left_plan, right_plan, key_types, (), [], [], [], output, max_group_rows
+    )
 
-    if not lp.leaves or not rp.leaves:
+    if not left_plan.leaves or not right_plan.leaves:
         _plan_one_side_empty(plan)
         return plan
-    comps, lderiv, rderiv, notes = _choose_components(how, lp, rp, families)
+    components, left_derivations, right_derivations, notes = _choose_components(
+        how, left_plan, right_plan, families
+    )
     plan.reasons.extend(notes)
-    plan.components = comps
-    if not comps:
+    plan.components = components
+    if not components:
         plan.fallback.append(FallbackPart(None, None, "no compatible partitioning on the keys"))
         return plan
-    for sp, deriv in ((lp, lderiv), (rp, rderiv)):
-        sp.compatible = {lf.object_id: deriv[lf.spec_id] is not None for lf in sp.leaves}
-        for sid in sorted({lf.spec_id for lf in sp.leaves if deriv[lf.spec_id] is None}):
-            n = sum(1 for lf in sp.leaves if lf.spec_id == sid)
-            spec = sp.snapshot.specs[sid].describe(sp.snapshot.schema)
+    for side_plan, deriv in ((left_plan, left_derivations), (right_plan, right_derivations)):
+        side_plan.compatible = {
+            lf.object_id: deriv[lf.spec_id] is not None for lf in side_plan.leaves
+        }
+        for sid in sorted({lf.spec_id for lf in side_plan.leaves if deriv[lf.spec_id] is None}):
+            n = sum(1 for lf in side_plan.leaves if lf.spec_id == sid)
+            spec = side_plan.snapshot.specs[sid].describe(side_plan.snapshot.schema)
             plan.reasons.append(
-                f"{sp.name} v{sid} ({spec}, {n} partitions) cannot compute the group key"
+                f"{side_plan.name} v{sid} ({spec}, {n} partitions) cannot compute the group key"
             )
     if _plan_fallback(plan):
-        _plan_groups(plan, lderiv, rderiv)
+        _plan_groups(plan, left_derivations, right_derivations)
     return plan
 
 
 def _plan_one_side_empty(plan: JoinPlan) -> None:
     """Nothing can match: each leaf of a preserved side is a group of its own."""
-    lp, rp, how = plan.left, plan.right, plan.how
-    plan.reasons.append(f"{'left' if not lp.leaves else 'right'} side selects no partitions")
+    left_plan, right_plan, how = plan.left, plan.right, plan.how
+    plan.reasons.append(f"{'left' if not left_plan.leaves else 'right'} side selects no partitions")
     if how in ("left", "full", "anti"):
-        plan.groups.extend(_group(plan, (lf.object_id,), [lf], []) for lf in lp.leaves)
+        plan.groups.extend(_group(plan, (lf.object_id,), [lf], []) for lf in left_plan.leaves)
     if how in ("right", "full"):
-        plan.groups.extend(_group(plan, (lf.object_id,), [], [lf]) for lf in rp.leaves)
+        plan.groups.extend(_group(plan, (lf.object_id,), [], [lf]) for lf in right_plan.leaves)
 
 
 def _plan_fallback(plan: JoinPlan) -> bool:
     """Add the fallback parts for incompatible leaves; False when the whole join falls back."""
-    lp, rp, how = plan.left, plan.right, plan.how
-    l_inc = tuple(lf for lf in lp.leaves if not lp.compatible[lf.object_id])
-    r_inc = tuple(lf for lf in rp.leaves if not rp.compatible[lf.object_id])
-    parts = _fallback_parts(how, bool(l_inc), bool(r_inc))
+    left_plan, right_plan, how = plan.left, plan.right, plan.how
+    left_incompatible = tuple(
+        lf for lf in left_plan.leaves if not left_plan.compatible[lf.object_id]
+    )
+    right_incompatible = tuple(
+        lf for lf in right_plan.leaves if not right_plan.compatible[lf.object_id]
+    )
+    parts = _fallback_parts(how, bool(left_incompatible), bool(right_incompatible))
     if parts is None:
         who = (
-            "both sides have" if l_inc and r_inc else f"the {'left' if l_inc else 'right'} side has"
+            "both sides have"
+            if left_incompatible and right_incompatible
+            else f"the {'left' if left_incompatible else 'right'} side has"
         )
         plan.fallback.append(
             FallbackPart(
@@ -461,60 +526,68 @@ def _plan_fallback(plan: JoinPlan) -> bool:
     subsets: dict[str, dict[str, tuple[Leaf, ...] | None]] = {
         "left": {
             "all": None,
-            "incompatible": l_inc,
-            "compatible": tuple(lf for lf in lp.leaves if lp.compatible[lf.object_id]),
+            "incompatible": left_incompatible,
+            "compatible": tuple(
+                lf for lf in left_plan.leaves if left_plan.compatible[lf.object_id]
+            ),
         },
-        "right": {"all": None, "incompatible": r_inc},
+        "right": {"all": None, "incompatible": right_incompatible},
     }
-    for ls, rs in parts:
-        why = f"{ls} left x {rs} right partitions (spec versions outside the group key)"
-        plan.fallback.append(FallbackPart(subsets["left"][ls], subsets["right"][rs], why))
+    for left_subset, right_subset in parts:
+        why = f"{left_subset} left x {right_subset} right partitions (spec versions outside the group key)"
+        plan.fallback.append(
+            FallbackPart(subsets["left"][left_subset], subsets["right"][right_subset], why)
+        )
     return True
 
 
-def _plan_groups(plan: JoinPlan, lderiv: dict, rderiv: dict) -> None:
+def _plan_groups(plan: JoinPlan, left_derivations: dict, right_derivations: dict) -> None:
     """One group per group key of the compatible leaves, kept when the join type needs it."""
     how = plan.how
     grouped: dict[tuple, tuple[list[Leaf], list[Leaf]]] = {}
-    for idx, (sp, deriv) in enumerate(((plan.left, lderiv), (plan.right, rderiv))):
-        for lf in sp.leaves:
+    for idx, (side_plan, deriv) in enumerate(
+        ((plan.left, left_derivations), (plan.right, right_derivations))
+    ):
+        for lf in side_plan.leaves:
             fns = deriv[lf.spec_id]
             if fns is not None:
                 key = tuple(fn(lf.values[i]) for i, fn in fns)
                 grouped.setdefault(key, ([], []))[idx].append(lf)
     for key in sorted(grouped, key=_sort_key):
-        gl, gr = grouped[key]
+        group_left, group_right = grouped[key]
         nulls = zip(plan.components, key, strict=True)
         if any(v is None and c.null_means_null_key for c, v in nulls):
             # Only rows with NULL keys are here: they match nothing, so only a side
             # whose unmatched rows are output is read.
-            gl = gl if how in ("left", "anti", "full") else []
-            gr = gr if how in ("right", "full") else []
+            group_left = group_left if how in ("left", "anti", "full") else []
+            group_right = group_right if how in ("right", "full") else []
         wanted = {
-            "inner": gl and gr,
-            "semi": gl and gr,
-            "left": gl,
-            "anti": gl,
-            "right": gr,
-            "full": gl or gr,
+            "inner": group_left and group_right,
+            "semi": group_left and group_right,
+            "left": group_left,
+            "anti": group_left,
+            "right": group_right,
+            "full": group_left or group_right,
         }[how]
         if wanted:
-            plan.groups.append(_group(plan, key, gl, gr))
+            plan.groups.append(_group(plan, key, group_left, group_right))
 
 
 def _group(plan: JoinPlan, key: tuple, left: Sequence[Leaf], right: Sequence[Leaf]) -> Group:
-    lr = _sum_rows(plan.left, left)
-    rr = _sum_rows(plan.right, right)
+    left_rows = _sum_rows(plan.left, left)
+    right_rows = _sum_rows(plan.right, right)
     parts = 1
-    if lr is not None and rr is not None and lr + rr > plan.max_group_rows:
-        parts = min(_MAX_SUB_PARTITIONS, math.ceil((lr + rr) / plan.max_group_rows))
-    return Group(key, tuple(left), tuple(right), lr, rr, parts)
+    if left_rows is not None and right_rows is not None:
+        rows = left_rows + right_rows
+        if rows > plan.max_group_rows:
+            parts = min(_MAX_SUB_PARTITIONS, math.ceil(rows / plan.max_group_rows))
+    return Group(key, tuple(left), tuple(right), left_rows, right_rows, parts)
 
 
-def _sum_rows(sp: SidePlan, leaves: Iterable[Leaf]) -> int | None:
+def _sum_rows(side_plan: SidePlan, leaves: Iterable[Leaf]) -> int | None:
     total = 0
     for lf in leaves:
-        n = sp.rows.get(lf.object_id)
+        n = side_plan.rows.get(lf.object_id)
         if n is None:
             return None
         total += n

@@ -1,6 +1,6 @@
 """Storage partitioned join in Spark: one task per partition group, no shuffle.
 
-    from lance_partitioned.spark.spj import Side, join, join_explain
+    from lance_partitioned.spark.storage_partitioned_join import Side, join, join_explain
     df = join(spark, Side(orders_root, filter="o_orderdate >= '1995-01-01'"), customers_root,
               on=[("customer_id", "id")], how="left")
     print(join_explain(orders_root, customers_root, on=[("customer_id", "id")]))
@@ -105,7 +105,7 @@ def plan_to_dataframe(spark: SparkSession, plan: JoinPlan) -> DataFrame:
     schema = arrow_to_spark(plan.output_schema)
     frames: list[DataFrame] = []
     if plan.groups:
-        frames.append(_spj_frame(spark, plan))
+        frames.append(_group_tasks_frame(spark, plan))
     if plan.fallback:
         level = logging.WARNING if plan.is_full_fallback else logging.INFO
         log.log(
@@ -126,7 +126,7 @@ def plan_to_dataframe(spark: SparkSession, plan: JoinPlan) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _spj_frame(spark: SparkSession, plan: JoinPlan) -> DataFrame:
+def _group_tasks_frame(spark: SparkSession, plan: JoinPlan) -> DataFrame:
     """One input partition per group; each task joins its group's leaves locally."""
     schema = arrow_to_spark(plan.output_schema)
     target = spark_arrow_schema(schema)
@@ -135,8 +135,8 @@ def _spj_frame(spark: SparkSession, plan: JoinPlan) -> DataFrame:
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         conform = BatchConformer(target)
-        for b in batches:
-            for i in b.column(0).to_pylist():
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
                 for out in runner.run(groups[i]):
                     if out.num_rows:
                         yield conform(out)
@@ -145,30 +145,32 @@ def _spj_frame(spark: SparkSession, plan: JoinPlan) -> DataFrame:
     return spark.range(0, n, 1, n).mapInArrow(run, schema)
 
 
-def _read_leaves(spark: SparkSession, sp: SidePlan, leaves: Sequence[Leaf] | None) -> DataFrame:
+def _read_leaves(
+    spark: SparkSession, side_plan: SidePlan, leaves: Sequence[Leaf] | None
+) -> DataFrame:
     """A side's read columns from ``leaves`` (None: every selected leaf) at the pinned version."""
     if leaves is None:
         from lance_partitioned.spark import read_arrow
 
         return read_arrow(
             spark,
-            sp.root,
-            columns=list(sp.read_columns),
-            filter=sp.filter,
-            version=sp.snapshot.version,
-            storage_options=sp.snapshot.manifest.storage_options,
+            side_plan.root,
+            columns=list(side_plan.read_columns),
+            filter=side_plan.filter,
+            version=side_plan.snapshot.version,
+            storage_options=side_plan.snapshot.manifest.storage_options,
         )
-    schema = arrow_to_spark(sp.arrow_schema)
+    schema = arrow_to_spark(side_plan.arrow_schema)
     if not leaves:
         return spark.createDataFrame([], schema)
     target = spark_arrow_schema(schema)
-    reader = sp.reader()
+    reader = side_plan.reader()
     chosen = list(leaves)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         conform = BatchConformer(target)
-        for b in batches:
-            for i in b.column(0).to_pylist():
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
                 for out in reader.batches([chosen[i]]):
                     if out.num_rows:
                         yield conform(out)
@@ -179,37 +181,44 @@ def _read_leaves(spark: SparkSession, sp: SidePlan, leaves: Sequence[Leaf] | Non
 
 def _fallback_frame(spark: SparkSession, plan: JoinPlan, part: FallbackPart) -> DataFrame:
     """A plain Spark join of two leaf subsets, shaped exactly like the SPJ output."""
-    lcols, rcols = plan.left.read_columns, plan.right.read_columns
-    lmap = {c: f"__l{i}" for i, c in enumerate(lcols)}
-    rmap = {c: f"__r{i}" for i, c in enumerate(rcols)}
-    ldf = _read_leaves(spark, plan.left, part.left).toDF(*[lmap[c] for c in lcols])
-    rdf = _read_leaves(spark, plan.right, part.right).toDF(*[rmap[c] for c in rcols])
-    cond = reduce(lambda a, b: a & b, [F.col(lmap[a]) == F.col(rmap[b]) for a, b in plan.on])
-    ldf, rdf = _with_strategy(spark, plan, part, ldf, rdf)
-    joined = ldf.join(rdf, cond, _SPARK_HOW[plan.how])
+    # both sides' columns renamed apart, so same-named columns cannot clash in the join
+    left_columns, right_columns = plan.left.read_columns, plan.right.read_columns
+    left_alias = {c: f"__l{i}" for i, c in enumerate(left_columns)}
+    right_alias = {c: f"__r{i}" for i, c in enumerate(right_columns)}
+    left_df = _read_leaves(spark, plan.left, part.left).toDF(*[left_alias[c] for c in left_columns])
+    right_df = _read_leaves(spark, plan.right, part.right).toDF(
+        *[right_alias[c] for c in right_columns]
+    )
+    condition = reduce(
+        lambda a, b: a & b, [F.col(left_alias[a]) == F.col(right_alias[b]) for a, b in plan.on]
+    )
+    left_df, right_df = _with_strategy(spark, plan, part, left_df, right_df)
+    joined = left_df.join(right_df, condition, _SPARK_HOW[plan.how])
     schema = arrow_to_spark(plan.output_schema)
     exprs: list[Column] = []
-    for col, sf in zip(plan.output, schema.fields, strict=True):
+    for col, spark_field in zip(plan.output, schema.fields, strict=True):
+        spark_type = spark_field.dataType
         if col.origin == "left":
-            e = F.col(lmap[col.left])
+            value = F.col(left_alias[col.left])
         elif col.origin == "right":
-            e = F.col(rmap[col.right])
+            value = F.col(right_alias[col.right])
         else:
-            e = F.coalesce(
-                F.col(lmap[col.left]).cast(sf.dataType), F.col(rmap[col.right]).cast(sf.dataType)
+            value = F.coalesce(
+                F.col(left_alias[col.left]).cast(spark_type),
+                F.col(right_alias[col.right]).cast(spark_type),
             )
-        exprs.append(e.cast(sf.dataType).alias(col.name))
+        exprs.append(value.cast(spark_type).alias(col.name))
     return joined.select(*exprs)
 
 
-def _estimated_bytes(sp: SidePlan, leaves: Sequence[Leaf] | None) -> int | None:
+def _estimated_bytes(side_plan: SidePlan, leaves: Sequence[Leaf] | None) -> int | None:
     """Rows (Lance metadata, before filters) times a rough row width; None if unknown."""
-    chosen = sp.leaves if leaves is None else leaves
-    rows = [sp.rows.get(lf.object_id) for lf in chosen]
+    chosen = side_plan.leaves if leaves is None else leaves
+    rows = [side_plan.rows.get(lf.object_id) for lf in chosen]
     if any(r is None for r in rows):
         return None
     width = 0
-    for f in sp.arrow_schema:
+    for f in side_plan.arrow_schema:
         try:
             width += max(1, f.type.bit_width // 8)
         except ValueError:  # variable width
@@ -218,7 +227,11 @@ def _estimated_bytes(sp: SidePlan, leaves: Sequence[Leaf] | None) -> int | None:
 
 
 def _with_strategy(
-    spark: SparkSession, plan: JoinPlan, part: FallbackPart, ldf: DataFrame, rdf: DataFrame
+    spark: SparkSession,
+    plan: JoinPlan,
+    part: FallbackPart,
+    left_df: DataFrame,
+    right_df: DataFrame,
 ) -> tuple[DataFrame, DataFrame]:
     """Join hints standing in for the statistics our readers cannot report.
 
@@ -228,19 +241,19 @@ def _with_strategy(
     sort-merge join, as Spark would choose with true statistics.
     """
     threshold = int(spark._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
-    lsize = _estimated_bytes(plan.left, part.left)
-    rsize = _estimated_bytes(plan.right, part.right)
+    left_bytes = _estimated_bytes(plan.left, part.left)
+    right_bytes = _estimated_bytes(plan.right, part.right)
 
     def small(size: int | None) -> bool:
         return threshold > 0 and size is not None and size <= threshold
 
     # Spark can broadcast the right side except for right/full outer joins, the left
     # side only for inner and right outer joins.
-    if small(rsize) and plan.how in ("inner", "left", "semi", "anti"):
-        return ldf, rdf.hint("broadcast")
-    if small(lsize) and plan.how in ("inner", "right"):
-        return ldf.hint("broadcast"), rdf
-    return ldf.hint("merge"), rdf
+    if small(right_bytes) and plan.how in ("inner", "left", "semi", "anti"):
+        return left_df, right_df.hint("broadcast")
+    if small(left_bytes) and plan.how in ("inner", "right"):
+        return left_df.hint("broadcast"), right_df
+    return left_df.hint("merge"), right_df
 
 
 def shuffle_write_bytes(spark: SparkSession) -> int:
@@ -250,16 +263,16 @@ def shuffle_write_bytes(spark: SparkSession) -> int:
     drained first so that finished stages are counted.
     """
     jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
-    sc = spark.sparkContext._jsc.sc()
-    sc.listenerBus().waitUntilEmpty()
+    scala_context = spark.sparkContext._jsc.sc()
+    scala_context.listenerBus().waitUntilEmpty()
     # AppStatusStore.stageList(statuses=null (all), details, withSummaries, quantiles, taskStatus):
     # Scala default arguments do not exist for py4j, so all five are passed.
-    stages = sc.statusStore().stageList(
+    stages = scala_context.statusStore().stageList(
         None, False, False, gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()
     )
-    total, it = 0, stages.iterator()
-    while it.hasNext():
-        total += int(it.next().shuffleWriteBytes())
+    total, stage_iterator = 0, stages.iterator()
+    while stage_iterator.hasNext():
+        total += int(stage_iterator.next().shuffleWriteBytes())
     return total
 
 
