@@ -454,3 +454,33 @@ def test_accelerator_cuda_trains_ivf_on_the_gpu(ns):
                     accelerator="cuda")  # fmt: skip
     (info,) = ns.list_indexes()
     assert info.partitions_indexed == 5
+
+
+def test_filter_on_a_column_renamed_after_the_leaves_were_written(ns, parts):
+    ns.rename_column("id", "pid")  # leaves still call it "id": matched by field id
+    task = ns.plan()[0]
+    assert "id" in lance.dataset(task.uri, version=task.read_version).schema.names
+    q = np.random.default_rng(6).normal(size=DIM).astype(np.float32)
+    got = ns.search(q, k=5, filter="pid % 7 = 3", columns=["pid"])
+    rows = parts.filter(pa.compute.equal(pa.compute.modulo(parts["id"], 7), 3))
+    d = _dist(_emb(rows), q, "l2")
+    assert got.column("pid").to_pylist() == [rows["id"][int(i)].as_py() for i in np.argsort(d)[:5]]
+    assert ns.search(q, k=5, filter="pid < 0", columns=["pid"]).num_rows == 0
+
+
+def test_search_engine_sits_above_the_namespace():
+    """Layering: search imports no Spark and no CLI; the facade imports it lazily."""
+    import ast
+    from pathlib import Path
+
+    import lance_partitioned.search as search
+
+    for path in Path(search.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(
+                    ("lance_partitioned.spark", "lance_partitioned.cli")
+                ), f"{path.name} imports {node.module}"
+    namespace_src = (Path(search.__file__).parent.parent / "namespace.py").read_text()
+    top_level = [n for n in ast.parse(namespace_src).body if isinstance(n, ast.ImportFrom)]
+    assert not [n.module for n in top_level if "search" in (n.module or "")]
