@@ -33,6 +33,8 @@ READERS = {
     "namespace_properties",
     "describe",
     "tags",
+    "list_indexes",
+    "search",
 }
 # Allowed on a pinned handle, which stays pinned: tags name versions (naming the
 # pinned one is what a pinned handle is for); cleanup/vacuum remove only what no
@@ -56,6 +58,9 @@ MUTATORS = {
     "realign_field_ids": [lambda ns: ns.realign_field_ids()],
     "repair": [lambda ns: ns.repair()],
     "compact": [lambda ns: ns.compact()],
+    "create_index": [lambda ns: ns.create_index("id", "BTREE")],
+    "optimize_indexes": [lambda ns: ns.optimize_indexes()],
+    "drop_index": [lambda ns: ns.drop_index("id_btree")],
 }
 
 

@@ -61,7 +61,8 @@ log = logging.getLogger(__name__)
 # Our leaf directories: <8 hex>_v<N>$...$dataset. Anything else under the root
 # (foreign tables, user files) is never touched.
 LEAF_DIR = re.compile(r"^[0-9a-f]{8}_v[0-9]+\$.*\$dataset$")
-SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/")
+# _indices/: segments of an index build that failed before its commit
+SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/", "_indices/")
 
 
 @dataclass

@@ -1,0 +1,298 @@
+"""``search``: vector, full-text and hybrid search over a snapshot, pruned like a scan.
+
+1. Check the request (k, query type, column and its index, metric, query
+   dimension) before any leaf is read.
+2. Prune partitions through ``__manifest`` exactly as ``scan`` does
+   (``operations.scan.Scan``); each remaining leaf is opened at the version
+   the snapshot pins, so one search sees one snapshot.
+3. Search every leaf in parallel inside Lance, with its residual filter as a
+   prefilter (``search.query``).
+4. Merge exactly (``search.merge``): vector distances are comparable across
+   partitions; BM25 scores are recomputed with the statistics of all searched
+   partitions (``search.bm25``); hybrid is reciprocal rank fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import ColumnNotFoundError
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
+from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.search import bm25, merge
+from lance_partitioned.search.definitions import (
+    TOKENIZER_PARAMS,
+    IndexDefinition,
+    SearchError,
+    load_definitions,
+    normalize_metric,
+    vector_dimension,
+)
+from lance_partitioned.search.query import LeafContext, open_context, text_hits, vector_hits
+
+QUERY_TYPES = ("vector", "fts", "hybrid")
+T = TypeVar("T")
+
+
+def _parallel(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(min(8, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise SearchError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def vector_column(schema: Schema, defs: dict[str, IndexDefinition], column: str | None) -> str:
+    """The vector column to search: ``column``, else the only vector column of the schema."""
+    if column is not None:
+        if not schema.has_field(column):
+            raise ColumnNotFoundError(
+                f"unknown column {column!r}; columns are {schema.names}", (column,)
+            )
+        if vector_dimension(schema.field(column).type) is None:
+            raise SearchError(
+                f"column {column!r} is {schema.field(column).type}, not a vector column "
+                "(fixed_size_list<float>); a vector search needs one"
+            )
+        return column
+    found = [f.name for f in schema.arrow if vector_dimension(f.type) is not None]
+    if len(found) != 1:
+        raise SearchError(
+            f"pass column=: the namespace has {len(found)} vector columns ({found or 'none'})"
+        )
+    return found[0]
+
+
+def text_definition(
+    schema: Schema, defs: dict[str, IndexDefinition], column: str | None
+) -> tuple[str, IndexDefinition]:
+    """The text column and its INVERTED definition; SearchError when it has none."""
+    inverted = {d.column_in(schema): d for d in defs.values() if d.index_type == "INVERTED"}
+    inverted.pop(None, None)
+    if column is None:
+        if len(inverted) != 1:
+            raise SearchError(
+                "a full-text search needs a column with an INVERTED index; "
+                f"indexed text columns: {sorted(inverted) or 'none'} (pass column=)"
+            )
+        column = next(iter(inverted))
+    if not schema.has_field(column):
+        raise ColumnNotFoundError(
+            f"unknown column {column!r}; columns are {schema.names}", (column,)
+        )
+    if column not in inverted:
+        raise SearchError(
+            f"column {column!r} has no INVERTED index; create one first: "
+            f"ns.create_index({column!r}, 'INVERTED')"
+        )
+    return column, inverted[column]
+
+
+def query_vectors(query: Any, dim: int, column: str) -> tuple[np.ndarray, bool]:
+    """The query as a 2-D float32 array, and whether it was a batch (2-D input)."""
+    try:
+        arr = np.asarray(query, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise SearchError(f"the query must be a vector of {dim} numbers: {exc}") from exc
+    batch = arr.ndim == 2
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
+        got = arr.shape[-1] if arr.ndim >= 1 else 0
+        raise SearchError(
+            f"query vector has dimension {got} (shape {np.shape(query)}), but column "
+            f"{column!r} has dimension {dim}"
+        )
+    if not np.isfinite(arr).all():
+        raise SearchError("the query vector holds NaN or infinite values")
+    return arr, batch
+
+
+def _partition_columns(snapshot: Snapshot) -> list[tuple[str, pa.DataType, int, int]]:
+    """(manifest column, type, spec id, position) of every partition field, once per column."""
+    out, seen = [], set()
+    for sid in sorted(snapshot.specs):
+        for pos, f in enumerate(snapshot.specs[sid].fields):
+            if f.column not in seen:
+                seen.add(f.column)
+                out.append((f.column, f.result_type, sid, pos))
+    return out
+
+
+def _finish(snapshot: Snapshot, leaves: list[Leaf], table: pa.Table) -> pa.Table:
+    """Add the partition values of each row's leaf; drop the merge's bookkeeping columns."""
+    ordinals = table.column("_lp_leaf").to_pylist()
+    for col, typ, _sid, _pos in _partition_columns(snapshot):
+        values = []
+        for o in ordinals:
+            leaf = leaves[o]
+            fields = [f.column for f in snapshot.specs[leaf.spec_id].fields]
+            values.append(leaf.values[fields.index(col)] if col in fields else None)
+        table = table.append_column(pa.field(col, typ), pa.array(values, typ))
+    return table.drop_columns(["_lp_leaf", "_rowid"])
+
+
+def _hit_schema(scan: Scan, *scores: str) -> pa.Schema:
+    fields = list(scan.output_schema)
+    fields.append(pa.field("_rowid", pa.uint64()))
+    fields.extend(pa.field(s, pa.float64()) for s in scores)
+    fields.append(pa.field("_lp_leaf", pa.int32()))
+    return pa.schema(fields)
+
+
+def search(
+    snapshot: Snapshot,
+    query: Any,
+    k: int = 10,
+    *,
+    column: str | None = None,
+    filter: FilterLike = None,
+    columns: Sequence[str] | None = None,
+    query_type: str = "vector",
+    metric: str | None = None,
+    nprobes: int | None = None,
+    refine_factor: int | None = None,
+) -> pa.Table:
+    """Search the snapshot; see ``PartitionedNamespace.search`` for the contract."""
+    k = check_k(k)
+    if query_type not in QUERY_TYPES:
+        raise SearchError(f"unknown query_type {query_type!r}; use one of {QUERY_TYPES}")
+    for name, value in (("nprobes", nprobes), ("refine_factor", refine_factor)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value <= 0
+        ):
+            raise SearchError(f"{name} must be a positive integer, got {value!r}")
+    defs = load_definitions(snapshot)
+    schema = snapshot.schema
+    vector_query = text_query = None
+    if query_type == "hybrid":
+        if isinstance(query, dict):
+            vector_query, text_query = query.get("vector"), query.get("text")
+        elif isinstance(query, (tuple, list)) and len(query) == 2 and isinstance(query[1], str):
+            vector_query, text_query = query
+        if vector_query is None or text_query is None:
+            raise SearchError("a hybrid query is (vector, text) or {'vector': ..., 'text': ...}")
+        vcol_arg, tcol_arg = column if isinstance(column, (tuple, list)) else (None, None)
+    elif query_type == "vector":
+        vector_query, vcol_arg, tcol_arg = query, column, None
+    else:
+        text_query, vcol_arg, tcol_arg = query, None, column
+    plan: dict[str, Any] = {}
+    if vector_query is not None:
+        vcol = vector_column(schema, defs, vcol_arg)
+        queries, batch = query_vectors(
+            vector_query, vector_dimension(schema.field(vcol).type), vcol
+        )
+        if batch and query_type == "hybrid":
+            raise SearchError("a hybrid search takes one query vector")
+        vdef = next((d for d in defs.values() if d.is_vector and d.column_in(schema) == vcol), None)
+        plan["vector"] = (
+            vcol,
+            queries,
+            batch,
+            normalize_metric(metric)
+            if metric is not None
+            else (vdef.metric if vdef is not None else "l2"),
+        )
+    elif metric is not None:
+        normalize_metric(metric)  # still refuse nonsense
+    if text_query is not None:
+        if not isinstance(text_query, str) or not text_query.strip():
+            raise SearchError(f"a full-text query must be non-empty text, got {text_query!r}")
+        plan["text"] = (*text_definition(schema, defs, tcol_arg), text_query)
+
+    scan = Scan(snapshot, filter, columns)
+    leaves = scan.leaves
+    out_columns = [f.name for f in scan.output_schema]
+    contexts = _parallel(
+        lambda i: open_context(snapshot, scan, leaves[i], i, out_columns), range(len(leaves))
+    )
+    vector = text = None
+    if "vector" in plan:
+        vcol, queries, batch, m = plan["vector"]
+        vector = _vector(contexts, scan, vcol, queries, batch, k, m, nprobes, refine_factor)
+        if query_type == "vector":
+            return _finish(snapshot, leaves, vector)
+    if "text" in plan:
+        tcol, tdef, text_query = plan["text"]
+        text = _text(contexts, scan, tcol, tdef, text_query, k)
+        if query_type == "fts":
+            return _finish(snapshot, leaves, text)
+    assert vector is not None and text is not None
+    fused = merge.rrf(vector, text, k, _hit_schema(scan, "_distance", "_bm25", "_score"))
+    return _finish(snapshot, leaves, fused)
+
+
+def _leaf_name(ctx: LeafContext, schema: Schema, column: str) -> str | None:
+    f = leaf_fields_by_id(ctx.ds).get(schema.field_id(column))
+    return None if f is None else f.name
+
+
+def _vector(
+    contexts: list[LeafContext],
+    scan: Scan,
+    column: str,
+    queries: np.ndarray,
+    batch: bool,
+    k: int,
+    metric: str,
+    nprobes: int | None,
+    refine_factor: int | None,
+) -> pa.Table:
+    schema = _hit_schema(scan, "_distance")
+
+    def one(ctx: LeafContext) -> list[pa.Table]:
+        name = _leaf_name(ctx, scan.snapshot.schema, column)
+        if ctx.empty or name is None:  # no matching row, or no vectors in this leaf
+            return []
+        return vector_hits(ctx, name, queries, k, metric, nprobes, refine_factor)
+
+    per_leaf = _parallel(one, contexts)
+    per_query = [[hits[q] for hits in per_leaf if hits] for q in range(len(queries))]
+    if batch:
+        return merge.top_k_per_query(per_query, k, schema)
+    return merge.top_k(per_query[0], k, "_distance", False, schema)
+
+
+def _text(
+    contexts: list[LeafContext],
+    scan: Scan,
+    column: str,
+    d: IndexDefinition,
+    query: str,
+    k: int,
+) -> pa.Table:
+    schema = _hit_schema(scan, "_score")
+    tokenizer = {p: v for p, v in d.params.items() if p in TOKENIZER_PARAMS}
+    qtokens = set(bm25.tokens(query, tokenizer))
+
+    def one(ctx: LeafContext) -> tuple[pa.Table, list[list[str]], bm25.CorpusStats] | None:
+        name = _leaf_name(ctx, scan.snapshot.schema, column)
+        if name is None:
+            return None
+        key = (ctx.ds.uri, ctx.ds.version, ctx.leaf.read_branch)
+        hits, docs, stats = text_hits(ctx, name, query, qtokens, d, tokenizer, key)
+        if ctx.empty:  # counts in the corpus, contributes no candidate
+            return hits.slice(0, 0), [], stats
+        return hits, docs, stats
+
+    results = [r for r in _parallel(one, contexts) if r is not None]
+    corpus = sum((r[2] for r in results), bm25.CorpusStats(0, 0, bm25.Counter()))
+    scored = []
+    for hits, docs, _ in results:
+        if hits.num_rows:
+            values = pa.array([bm25.score(doc, qtokens, corpus) for doc in docs], pa.float64())
+            scored.append(hits.set_column(hits.schema.get_field_index("_score"), "_score", values))
+    return merge.top_k(scored, k, "_score", True, schema)

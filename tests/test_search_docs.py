@@ -1,0 +1,27 @@
+"""The Python examples of docs/SEARCH.md and the README's search section run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def python_blocks(path: Path, section: str | None = None) -> list[str]:
+    text = path.read_text()
+    if section is not None:
+        start = text.index(section)
+        nxt = text.find("\n## ", start + len(section))
+        text = text[start : nxt if nxt != -1 else len(text)]
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+@pytest.mark.parametrize("path, section", [("docs/SEARCH.md", None), ("README.md", "## Search:")])
+def test_search_examples_run(path, section):
+    blocks = python_blocks(ROOT / path, section)
+    assert blocks, f"no python block in {path}"
+    for block in blocks:
+        exec(compile(block, f"{path}:example", "exec"), {"__name__": "__doc_example__"})
