@@ -27,6 +27,7 @@ from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.partition_writer import PartitionWriter, WrittenFiles
 from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
@@ -226,14 +227,17 @@ class PartitionedNamespace:
         *,
         max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
-        progress: Callable[[int], None] | None = None,
+        progress: ProgressLike = None,
     ) -> WriteResult:
-        with WriteJob.begin(self._manifest, mode) as job:
+        task = "append" if mode is WriteMode.APPEND else "overwrite"
+        with reporter(progress, task, "rows") as rows, WriteJob.begin(self._manifest, mode) as job:
+            # a table's size is known up front; a stream's is not
+            rows.start(getattr(data, "num_rows", None))
             written = job.write(
                 lambda writer: writer.write_all(iter_batches(data)),
                 max_buffer_bytes=max_buffer_bytes,
                 max_rows_per_file=max_rows_per_file,
-                progress=progress,
+                progress=rows.advance if rows.active else None,
             )
             self._snapshot = job.commit(written) or job.snapshot
         return WriteResult.of(self._snapshot.version, written)
@@ -279,7 +283,9 @@ class PartitionedNamespace:
         return new
 
     @mutator
-    def rewrite_partitions(self, filter: FilterLike = None) -> WriteResult:
+    def rewrite_partitions(
+        self, filter: FilterLike = None, progress: ProgressLike = None
+    ) -> WriteResult:
         """Move partitions written under older specs into the current spec, in one atomic commit.
 
         Partitions of the current spec whose rows do not have the partition's
@@ -308,9 +314,12 @@ class PartitionedNamespace:
             everything = Scan(snapshot)
 
             def fill(writer: PartitionWriter) -> None:
-                for leaf in old:
-                    for batch in everything._leaf_batches(leaf):
-                        writer.write(batch)
+                with reporter(progress, "rewrite_partitions", "partitions") as moved:
+                    moved.start(len(old))
+                    for leaf in old:
+                        for batch in everything._leaf_batches(leaf):
+                            writer.write(batch)
+                        moved.advance()
 
             written = job.write(fill)
             self._snapshot = job.commit(written) or job.snapshot
@@ -446,14 +455,22 @@ class PartitionedNamespace:
 
     @mutator
     def compact(
-        self, target_rows_per_fragment: int = 1 << 20, compact_manifest: bool = True
+        self,
+        target_rows_per_fragment: int = 1 << 20,
+        compact_manifest: bool = True,
+        progress: ProgressLike = None,
     ) -> MaintenanceReport:
         """Merge small files of every partition (one atomic transaction) and of ``__manifest``."""
-        report = maintenance.compact(self._manifest, target_rows_per_fragment, compact_manifest)
+        with reporter(progress, "compact", "partitions") as done:
+            report = maintenance.compact(
+                self._manifest, target_rows_per_fragment, compact_manifest, progress=done
+            )
         self.refresh()
         return report
 
-    def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
+    def cleanup(
+        self, older_than: dt.timedelta = dt.timedelta(days=7), progress: ProgressLike = None
+    ) -> MaintenanceReport:
         """Remove versions no longer needed by any snapshot current within ``older_than``.
 
         Tagged snapshots are kept with every partition version they read.
@@ -463,16 +480,20 @@ class PartitionedNamespace:
         """
         # a damaged latest version may hide which leaf versions are published
         Snapshot.load(self._manifest, for_write=True)
-        report = maintenance.cleanup(self._manifest, older_than)
+        with reporter(progress, "cleanup", "partitions") as done:
+            report = maintenance.cleanup(self._manifest, older_than, progress=done)
         if not self._pinned:
             self.refresh()
         return report
 
-    def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
+    def vacuum(
+        self, older_than: dt.timedelta = dt.timedelta(days=1), progress: ProgressLike = None
+    ) -> MaintenanceReport:
         """Remove what crashed or failed writers left behind (only things older than ``older_than``,
         a non-negative ``datetime.timedelta``)."""
         Snapshot.load(self._manifest, for_write=True)  # refuses a damaged namespace
-        report = maintenance.vacuum(self._manifest, older_than)
+        with reporter(progress, "vacuum", "partitions") as done:
+            report = maintenance.vacuum(self._manifest, older_than, progress=done)
         if not self._pinned:
             self.refresh()
         return report
