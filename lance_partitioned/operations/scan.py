@@ -291,6 +291,18 @@ class Scan:
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
+    def to_duckdb(self, con: Any = None) -> Any:
+        """A DuckDB relation over this scan (``operations.dataframes.to_duckdb``)."""
+        from lance_partitioned.operations.dataframes import to_duckdb
+
+        return to_duckdb(self, con)
+
+    def to_polars(self, lazy: bool = True) -> Any:
+        """A Polars LazyFrame (or DataFrame) of this scan (``operations.dataframes.to_polars``)."""
+        from lance_partitioned.operations.dataframes import to_polars
+
+        return to_polars(self, lazy)
+
     def count(self) -> int:
         """Number of matching rows, counted inside Lance without materialising them."""
 
