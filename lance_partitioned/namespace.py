@@ -27,6 +27,7 @@ from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.partition_writer import PartitionWriter, WrittenFiles
 from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
@@ -124,7 +125,19 @@ class PartitionedNamespace:
         spec: SpecLike = "",
         storage_options: dict[str, str] | None = None,
     ) -> PartitionedNamespace:
-        """Create an empty namespace. Field ids are assigned depth-first from 0 when absent."""
+        """Create an empty namespace at ``root`` and return its handle.
+
+        ``schema`` is a pyarrow Schema, a ``Schema`` or JsonArrowSchema JSON; field
+        ids are assigned depth-first from 0 where absent. ``spec`` is Iceberg-style
+        text (``"year(d), country"``), seed-000 JSON, a ``PartitionSpec`` or a list of
+        ``PartitionField`` (``""``: unpartitioned). ``storage_options`` go to Lance
+        (object-store credentials, endpoint, region). Raises NamespaceExistsError if
+        ``root`` already holds a namespace, SpecError/SchemaError on bad input.
+
+        Example::
+
+            ns = PartitionedNamespace.create("/data/events", schema, "year(event_date), country")
+        """
         root = str(root)
         ns_schema = to_schema(schema)
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
@@ -158,10 +171,18 @@ class PartitionedNamespace:
         storage_options: dict[str, str] | None = None,
         asof: Any = None,
     ) -> PartitionedNamespace:
-        """Open an existing namespace, at its latest ``__manifest`` version or at ``version`` (number or tag).
+        """Open the namespace at ``root``, at its latest ``__manifest`` version or at ``version``.
 
-        ``version`` is an integer or a tag name; a bool, a non-integer number or
-        a datetime raises TypeError (for a point in time pass ``asof=``).
+        ``version`` is a ``__manifest`` version number or a tag name (a bool, a
+        non-integer number or a datetime raises TypeError); ``asof`` a datetime opens
+        the newest version committed at or before it (not both). A handle opened at
+        an old version is pinned: it reads that snapshot and refuses writes.
+        ``storage_options`` go to Lance. Raises NotAPartitionedNamespaceError or
+        VersionNotFoundError.
+
+        Example::
+
+            ns = PartitionedNamespace.open("/data/events", version="before-backfill")
         """
         version = history.check_version_arg(version)
         manifest = Manifest(str(root), storage_options)
@@ -172,7 +193,12 @@ class PartitionedNamespace:
         return cls(manifest, Snapshot.load(manifest, version), pinned=version is not None)
 
     def refresh(self) -> PartitionedNamespace:
-        """Move to the latest ``__manifest`` version."""
+        """Move this handle to the latest ``__manifest`` version (and unpin it). Returns self.
+
+        Example::
+
+            ns.refresh().count()
+        """
         self._snapshot = Snapshot.load(self._manifest)
         self._pinned = False
         return self
@@ -211,12 +237,34 @@ class PartitionedNamespace:
     # -- writes -------------------------------------------------------------
     @mutator
     def append(self, data: DataLike, **options: Any) -> WriteResult:
-        """Add rows. Partitions are created as needed; one atomic commit publishes them."""
+        """Add rows; partitions are created as needed and one atomic commit publishes them.
+
+        ``data`` is a pyarrow Table, RecordBatch, RecordBatchReader, an iterator of
+        batches or a pandas DataFrame (columns in any order, cast exactly to the
+        schema). ``options``: ``max_buffer_bytes`` (memory for buffered rows, default
+        1 GiB), ``max_rows_per_file`` and ``progress`` (None: a bar on a terminal;
+        True/False; or a callable receiving ``ProgressEvent``s of rows written).
+        Returns a ``WriteResult``.
+
+        Example::
+
+            result = ns.append(table, progress=False)
+            result.rows, result.partitions
+        """
         return self._write(data, WriteMode.APPEND, **options)
 
     @mutator
     def overwrite(self, data: DataLike, dynamic: bool = False, **options: Any) -> WriteResult:
-        """Replace the whole namespace with ``data``; with ``dynamic=True`` replace only the partitions ``data`` touches."""
+        """Replace the whole namespace with ``data``, atomically.
+
+        With ``dynamic=True`` only the partitions ``data`` touches are replaced
+        (Spark's dynamic partition overwrite). ``data`` and ``options`` are as for
+        ``append``. Returns a ``WriteResult``.
+
+        Example::
+
+            ns.overwrite(fixed_rows, dynamic=True)
+        """
         return self._write(data, WriteMode.DYNAMIC if dynamic else WriteMode.OVERWRITE, **options)
 
     def _write(
@@ -226,14 +274,17 @@ class PartitionedNamespace:
         *,
         max_buffer_bytes: int = 1 << 30,
         max_rows_per_file: int = 1 << 20,
-        progress: Callable[[int], None] | None = None,
+        progress: ProgressLike = None,
     ) -> WriteResult:
-        with WriteJob.begin(self._manifest, mode) as job:
+        task = "append" if mode is WriteMode.APPEND else "overwrite"
+        with reporter(progress, task, "rows") as rows, WriteJob.begin(self._manifest, mode) as job:
+            # a table's size is known up front; a stream's is not
+            rows.start(getattr(data, "num_rows", None))
             written = job.write(
                 lambda writer: writer.write_all(iter_batches(data)),
                 max_buffer_bytes=max_buffer_bytes,
                 max_rows_per_file=max_rows_per_file,
-                progress=progress,
+                progress=rows.advance if rows.active else None,
             )
             self._snapshot = job.commit(written) or job.snapshot
         return WriteResult.of(self._snapshot.version, written)
@@ -245,21 +296,61 @@ class PartitionedNamespace:
         columns: Sequence[str] | None = None,
         batch_size: int | None = None,
     ) -> Scan:
-        """A pruned scan; call ``to_arrow()``, ``to_batches()``, ``to_pandas()`` or ``count()``."""
+        """A lazy, pruned read of this handle's version; nothing is read until asked.
+
+        ``filter`` is SQL text, a pyarrow ``Expression``, a DataFusion ``Expr`` or
+        None; it prunes partitions through ``__manifest`` and runs inside each leaf,
+        so results are exact. ``columns`` projects (default all); ``batch_size``
+        bounds the batches streamed. Call ``to_arrow()``, ``to_batches()``,
+        ``to_reader()``, ``to_pandas()``, ``to_duckdb()``, ``to_polars()``,
+        ``count()`` or ``explain()`` on the result.
+
+        Example::
+
+            ns.scan("country = 'US'", columns=["id"]).to_arrow()
+        """
         return Scan(self._snapshot, filter, columns, batch_size)
 
     def plan(self, filter: FilterLike = None) -> list[ScanTask]:
-        """The leaf tables a scan with ``filter`` reads: object_id, location, read_version, values."""
+        """The partition tables a scan with ``filter`` reads (``ScanTask``s).
+
+        Each task has object_id, location, uri, read_version/branch/tag, spec_id,
+        partition values, and the residual filter still run inside it.
+
+        Example::
+
+            [t.partition_values for t in ns.plan("country = 'US'")]
+        """
         return self.scan(filter).plan()
 
     def to_arrow(self, filter: FilterLike = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Read the rows matching ``filter`` (all when None), ``columns`` only, as one Arrow table.
+
+        Example::
+
+            ns.to_arrow("amount > 10", columns=["id", "amount"])
+        """
         return self.scan(filter, columns).to_arrow()
 
     def count(self, filter: FilterLike = None) -> int:
+        """Number of rows matching ``filter`` (all when None), counted inside Lance.
+
+        Example::
+
+            ns.count("country = 'FR'")
+        """
         return self.scan(filter).count()
 
     def versions(self) -> list[dict[str, Any]]:
-        """``__manifest`` versions: number and timestamp, oldest first."""
+        """``__manifest`` versions, oldest first: ``{"version", "timestamp"}`` each.
+
+        Every commit (write, delete, evolution, compaction) adds one; each is a
+        consistent snapshot that ``lp.open(root, version=N)`` reads.
+
+        Example::
+
+            [v["version"] for v in ns.versions()]
+        """
         return [
             {"version": v["version"], "timestamp": v["timestamp"]}
             for v in self._manifest.dataset().versions()
@@ -268,10 +359,15 @@ class PartitionedNamespace:
     # -- evolution (never rewrites leaf data) ---------------------------------
     @mutator
     def evolve_spec(self, spec: SpecLike) -> PartitionSpec:
-        """Add partition spec version N+1 (e.g. ``"year(event_date), country"``); new writes use it.
+        """Add partition spec version N+1; new writes use it. No data is rewritten.
 
-        Existing partitions stay where they are, under their own spec version, and
-        reads prune each version by its own spec.
+        ``spec`` is anything ``create`` accepts. Existing partitions stay under
+        their own spec version and reads prune each version by its own spec.
+        Returns the new ``PartitionSpec``.
+
+        Example::
+
+            ns.evolve_spec("year(event_date), country")
         """
         snapshot = Snapshot.load(self._manifest, for_write=True)
         new = evolution.evolve_spec(self._manifest, snapshot, spec)
@@ -279,14 +375,21 @@ class PartitionedNamespace:
         return new
 
     @mutator
-    def rewrite_partitions(self, filter: FilterLike = None) -> WriteResult:
+    def rewrite_partitions(
+        self, filter: FilterLike = None, progress: ProgressLike = None
+    ) -> WriteResult:
         """Move partitions written under older specs into the current spec, in one atomic commit.
 
         Partitions of the current spec whose rows do not have the partition's
         values (time fields of a zoned column written by 0.1 in UTC, which
         ``validate()`` reports) are rewritten too, each into new leaves.
         ``filter`` limits the rewrite to partitions it may match (whole partitions
-        move). Readers see the old partitions or the new ones, never both or neither.
+        move). ``progress`` reports partitions moved (see ``append``). Readers see
+        the old partitions or the new ones, never both or neither.
+
+        Example::
+
+            ns.rewrite_partitions("event_date < '2025-01-01'")
         """
         with WriteJob.begin(self._manifest, WriteMode.APPEND, "rewrite_partitions") as job:
             snapshot = job.snapshot
@@ -308,9 +411,12 @@ class PartitionedNamespace:
             everything = Scan(snapshot)
 
             def fill(writer: PartitionWriter) -> None:
-                for leaf in old:
-                    for batch in everything._leaf_batches(leaf):
-                        writer.write(batch)
+                with reporter(progress, "rewrite_partitions", "partitions") as moved:
+                    moved.start(len(old))
+                    for leaf in old:
+                        for batch in everything._leaf_batches(leaf):
+                            writer.write(batch)
+                        moved.advance()
 
             written = job.write(fill)
             self._snapshot = job.commit(written) or job.snapshot
@@ -318,24 +424,47 @@ class PartitionedNamespace:
 
     @mutator
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:
-        """Add a nullable column with a fresh field id; existing rows read it as NULL."""
+        """Add column ``name`` of Arrow ``type`` with a fresh field id; existing rows read NULL.
+
+        ``nullable=False`` is refused when rows exist. Returns the new ``Schema``.
+
+        Example::
+
+            ns.add_column("score", pa.float64())
+        """
         return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))
 
     @mutator
     def rename_column(self, old: str, new: str) -> Schema:
-        """Rename a column. Its field id is stable, so partition specs and pruning keep working."""
+        """Rename column ``old`` to ``new``. Its field id is stable, so specs and pruning keep working.
+
+        Example::
+
+            ns.rename_column("country", "nation")
+        """
         return self._evolve_schema(lambda s: s.rename_column(old, new))
 
     @mutator
     def drop_column(self, name: str) -> Schema:
-        """Drop a column; refused if the current spec partitions by it. Older specs read it as NULL."""
+        """Drop column ``name``; refused while the current spec partitions by it.
+
+        Older specs that used it read it as NULL. Returns the new ``Schema``.
+
+        Example::
+
+            ns.drop_column("legacy")
+        """
         return self._evolve_schema(lambda s: s.drop_column(name))
 
     @mutator
     def widen_column(self, name: str, type: pa.DataType) -> Schema:
-        """Widen a column's type losslessly (int32→int64, float→double, decimal precision up).
+        """Widen column ``name`` to Arrow ``type`` losslessly (int32→int64, float→double,
+        decimal precision up). identity and truncate partition fields on the column
+        widen with it. Returns the new ``Schema``.
 
-        identity and truncate partition fields on the column widen with it.
+        Example::
+
+            ns.widen_column("id", pa.int64())
         """
         snapshot = Snapshot.load(self._manifest, for_write=True)
         schema = evolution.widen_column(self._manifest, snapshot, name, type)
@@ -370,6 +499,10 @@ class PartitionedNamespace:
         Leaves written by versions of this library before issue 10 may drift
         (``validate()`` reports them). Data files are reused, not rewritten, except
         fragments with deleted rows; aligned partitions are not touched.
+
+        Example::
+
+            report = ns.realign_field_ids()
         """
         report = realign.realign_field_ids(self._manifest)
         self.refresh()
@@ -504,19 +637,30 @@ class PartitionedNamespace:
 
     # -- description ---------------------------------------------------------
     def partitions(self, with_counts: bool = True) -> pa.Table:
-        """One row per partition table: spec version, partition values, read version, row count."""
+        """One row per partition table: object_id, spec version, partition values,
+        location, read version and (``with_counts``, the default) its row count.
+
+        Example::
+
+            ns.partitions(with_counts=False).to_pylist()
+        """
         return describe.partitions_table(self._snapshot, with_counts)
 
     def namespace_properties(self, namespace_id: Sequence[str]) -> dict[str, str]:
-        """Runtime properties of Appendix E for a namespace path like ``["v1", "k7m2..."]``.
+        """Runtime properties of Appendix E for ``namespace_id``, a path like ``["v1", "k7m2..."]``.
 
         Raises KeyError for a path that names no row (``operations.describe``).
+
+        Example::
+
+            ns.namespace_properties(["v1"])["partition_spec"]
         """
         return describe.namespace_properties(self._snapshot, self.root, namespace_id)
 
     def describe(self) -> str:
-        """A readable report: schema, every spec version, and partitions with values
-        and row counts (``operations.describe.describe``).
+        """A readable report (``operations.describe.describe``): schema, every spec
+        version, partitions sorted by value with only their own spec's fields, row
+        and file counts, sizes, size on disk, and the versions and tags.
 
         Example::
 
@@ -535,6 +679,10 @@ class PartitionedNamespace:
         To delete every row, say so: ``delete("true")`` (partitions stay, empty).
         Partitions are pruned through ``__manifest`` first; every affected
         partition changes in the same ``__manifest`` commit.
+
+        Example::
+
+            ns.delete("country = 'FR' AND event_date < '2025-01-01'")
         """
         require_filter(filter)
         result = delete_rows(self._manifest, filter)
@@ -551,55 +699,111 @@ class PartitionedNamespace:
         refuse with NamespaceDamagedError until this is called. Values come from
         the newest intact ``__manifest`` version, else the metadata mirror
         (FORMAT.md §5). Returns what was done, in words (empty: nothing to repair).
+
+        Example::
+
+            for line in ns.repair():
+                print(line)
         """
         done = repair.repair(self._manifest, self._manifest.open_checked(for_write=True))
         self.refresh()
         return done
 
     def tag(self, name: str, version: int | None = None) -> int:
-        """Name a ``__manifest`` version (default: this handle's) so it can be opened later
-        with ``lp.open(root, version=name)``; cleanup keeps it. Returns the version."""
+        """Name a ``__manifest`` version ``name`` (``version``, default this handle's) so it
+        can be opened later with ``lp.open(root, version=name)``; cleanup keeps it.
+        Returns the version tagged.
+
+        Example::
+
+            ns.tag("before-backfill")
+        """
         target = self.version if version is None else version
         history.create_tag(self._manifest, name, target)
         return target
 
     def tags(self) -> dict[str, int]:
-        """Tag name → ``__manifest`` version."""
+        """Tag name → ``__manifest`` version, for every tag.
+
+        Example::
+
+            ns.tags()  # {"before-backfill": 12}
+        """
         return history.tags(self._manifest)
 
     def delete_tag(self, name: str) -> None:
-        """Remove a tag; its versions become eligible for cleanup."""
+        """Remove tag ``name``; its versions become eligible for cleanup.
+
+        Example::
+
+            ns.delete_tag("before-backfill")
+        """
         history.delete_tag(self._manifest, name)
 
     @mutator
     def compact(
-        self, target_rows_per_fragment: int = 1 << 20, compact_manifest: bool = True
+        self,
+        target_rows_per_fragment: int = 1 << 20,
+        compact_manifest: bool = True,
+        progress: ProgressLike = None,
     ) -> MaintenanceReport:
-        """Merge small files of every partition (one atomic transaction) and of ``__manifest``."""
-        report = maintenance.compact(self._manifest, target_rows_per_fragment, compact_manifest)
+        """Merge small files of every partition (one atomic transaction) and of ``__manifest``.
+
+        ``target_rows_per_fragment`` is the size files are merged up to;
+        ``compact_manifest=False`` leaves ``__manifest``'s own files alone;
+        ``progress`` reports partitions done (see ``append``). Partitions a
+        concurrent writer changes meanwhile are skipped (``report.skipped``).
+        Returns a ``MaintenanceReport``.
+
+        Example::
+
+            ns.compact().leaves_compacted
+        """
+        with reporter(progress, "compact", "partitions") as done:
+            report = maintenance.compact(
+                self._manifest, target_rows_per_fragment, compact_manifest, progress=done
+            )
         self.refresh()
         return report
 
-    def cleanup(self, older_than: dt.timedelta = dt.timedelta(days=7)) -> MaintenanceReport:
+    def cleanup(
+        self, older_than: dt.timedelta = dt.timedelta(days=7), progress: ProgressLike = None
+    ) -> MaintenanceReport:
         """Remove versions no longer needed by any snapshot current within ``older_than``.
 
         Tagged snapshots are kept with every partition version they read.
         ``older_than`` must be a ``datetime.timedelta`` of zero or more
         (``RetentionError`` otherwise, and nothing is removed). Reading a removed
         version later raises ``VersionNotFoundError`` naming this cleanup.
+        ``progress`` reports partitions swept (see ``append``).
+
+        Example::
+
+            ns.cleanup(older_than=timedelta(days=7))
         """
         # a damaged latest version may hide which leaf versions are published
         Snapshot.load(self._manifest, for_write=True)
-        report = maintenance.cleanup(self._manifest, older_than)
+        with reporter(progress, "cleanup", "partitions") as done:
+            report = maintenance.cleanup(self._manifest, older_than, progress=done)
         if not self._pinned:
             self.refresh()
         return report
 
-    def vacuum(self, older_than: dt.timedelta = dt.timedelta(days=1)) -> MaintenanceReport:
-        """Remove what crashed or failed writers left behind (only things older than ``older_than``,
-        a non-negative ``datetime.timedelta``)."""
+    def vacuum(
+        self, older_than: dt.timedelta = dt.timedelta(days=1), progress: ProgressLike = None
+    ) -> MaintenanceReport:
+        """Remove what crashed or failed writers left behind: orphan partition
+        directories, unpublished leaf versions and unreferenced files, only those
+        older than ``older_than`` (a non-negative ``datetime.timedelta``).
+        ``progress`` reports partitions swept (see ``append``).
+
+        Example::
+
+            ns.vacuum(older_than=timedelta(days=1))
+        """
         Snapshot.load(self._manifest, for_write=True)  # refuses a damaged namespace
-        report = maintenance.vacuum(self._manifest, older_than)
+        with reporter(progress, "vacuum", "partitions") as done:
+            report = maintenance.vacuum(self._manifest, older_than, progress=done)
         if not self._pinned:
             self.refresh()
         return report
@@ -614,7 +818,21 @@ def create(
     spec: SpecLike = "",
     storage_options: dict[str, str] | None = None,
 ) -> PartitionedNamespace:
-    """Create a partitioned namespace at ``root`` (see ``PartitionedNamespace.create``)."""
+    """Create a partitioned namespace at ``root`` and return its handle.
+
+    ``schema`` is a pyarrow Schema, a ``Schema`` or JsonArrowSchema JSON (text or
+    dict); field ids are assigned depth-first from 0 where absent. ``spec`` is
+    Iceberg-style text with seed-000 meanings (``"year(event_date), country"``,
+    ``"bucket(16, id)"``), seed-000 JSON, a ``PartitionSpec`` or a list of
+    ``PartitionField`` (``""``: unpartitioned). ``storage_options`` go to Lance
+    for object stores. Raises NamespaceExistsError if ``root`` already holds a
+    namespace.
+
+    Example::
+
+        schema = pa.schema([("id", pa.int64()), ("event_date", pa.date32()), ("country", pa.string())])
+        ns = lp.create("/data/events", schema, "year(event_date), country")
+    """
     return PartitionedNamespace.create(root, schema, spec, storage_options)
 
 
@@ -624,7 +842,18 @@ def open(
     storage_options: dict[str, str] | None = None,
     asof: Any = None,
 ) -> PartitionedNamespace:  # noqa: A001
-    """Open the partitioned namespace at ``root`` (see ``PartitionedNamespace.open``)."""
+    """Open the partitioned namespace at ``root``.
+
+    At its latest ``__manifest`` version, or at ``version`` (a number or a tag
+    name), or ``asof`` a datetime (the newest version committed by then). A
+    handle opened at an old version is pinned: it reads that snapshot and
+    refuses writes. ``storage_options`` go to Lance for object stores.
+
+    Example::
+
+        ns = lp.open("/data/events")
+        old = lp.open("/data/events", version="before-backfill")
+    """
     return PartitionedNamespace.open(root, version, storage_options, asof=asof)
 
 

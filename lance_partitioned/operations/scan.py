@@ -289,7 +289,44 @@ class Scan:
         return self.to_arrow().to_pandas(**kwargs)
 
     def to_reader(self) -> pa.RecordBatchReader:
+        """A ``pyarrow.RecordBatchReader`` streaming the scan leaf by leaf (for any
+        Arrow consumer: DuckDB, Polars, ``pyarrow.dataset.write_dataset``, Flight).
+
+        Example::
+
+            reader = ns.scan("country = 'US'").to_reader()
+            for batch in reader: ...
+        """
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
+
+    def to_duckdb(self, con: Any = None) -> Any:
+        """A DuckDB relation over this scan's rows (``operations.dataframes.to_duckdb``).
+
+        The scan's filter has pruned partitions and runs in each leaf; its columns
+        are the only ones read. ``con`` is the DuckDB connection (default: DuckDB's
+        default connection). The relation reads lazily and can run more than once.
+
+        Example::
+
+            ns.scan("l_shipdate >= '1994-01-01'").to_duckdb(con).create_view("li")
+            con.sql("SELECT count(*) FROM li")
+        """
+        from lance_partitioned.operations.dataframes import to_duckdb
+
+        return to_duckdb(self, con)
+
+    def to_polars(self, lazy: bool = True) -> Any:
+        """A Polars LazyFrame of this scan (``operations.dataframes.to_polars``), or a
+        DataFrame with ``lazy=False``. Polars' projection pushdown narrows the
+        columns read; the scan's filter is what prunes partitions.
+
+        Example::
+
+            ns.scan("country = 'US'").to_polars().group_by("event_date").len().collect()
+        """
+        from lance_partitioned.operations.dataframes import to_polars
+
+        return to_polars(self, lazy)
 
     def count(self) -> int:
         """Number of matching rows, counted inside Lance without materialising them."""
