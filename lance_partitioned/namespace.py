@@ -21,6 +21,7 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, PinnedSnapshotError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
+from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations import describe, evolution, maintenance, realign
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.input import DataLike, iter_batches
@@ -31,7 +32,6 @@ from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.realign import RealignReport
 from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
-from lance_partitioned.operations.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations.write import WriteJob
 
 log = logging.getLogger(__name__)
