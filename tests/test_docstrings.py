@@ -26,7 +26,11 @@ def public_callables() -> list[tuple[str, object]]:
         if inspect.isfunction(obj):
             out.append((f"lp.{name}", obj))
     for cls, only in ((lp.PartitionedNamespace, None), (Scan, SCAN_METHODS)):
-        for name, member in vars(cls).items():
+        # the facade's methods live in mixins (lance_partitioned/facade/): walk the MRO
+        members = {}
+        for klass in reversed(cls.__mro__):
+            members.update(vars(klass))
+        for name, member in members.items():
             if name.startswith("_") or (only is not None and name not in only):
                 continue
             func = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
