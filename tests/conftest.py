@@ -8,9 +8,9 @@ import os
 
 import pyarrow as pa
 import pytest
+from s3_support import MotoServer, Store
 
 from demo import tpch
-from s3_support import MotoServer, Store
 
 TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
 

@@ -169,9 +169,7 @@ def test_open_errors(store):
         lp.open(store.root("nothing"))
     from lance.namespace import CreateNamespaceRequest, DirectoryNamespace
 
-    DirectoryNamespace(root=store.root("plain")).create_namespace(
-        CreateNamespaceRequest(id=["a"])
-    )
+    DirectoryNamespace(root=store.root("plain")).create_namespace(CreateNamespaceRequest(id=["a"]))
     with pytest.raises(lp.NotAPartitionedNamespaceError, match="not a partitioned namespace"):
         lp.open(store.root("plain"))
     ns = lp.create(store.root("x"), EVENTS_SCHEMA, "country")
