@@ -167,3 +167,92 @@ class Store:
             self.server.client().head_object(Bucket=bucket, Key=key)
             return True
         return bool(self.tree(uri))
+
+
+class Proxy:
+    """A small HTTP proxy on 127.0.0.1 in front of the moto server, in this process.
+
+    ``strip_conditional``: drops ``If-None-Match`` / ``If-Match`` from requests, so the
+    server behaves like a store that ignores conditional writes. ``drop_puts_after``:
+    once that many PUTs passed, every further PUT gets its connection closed without an
+    answer (a network failure in the middle of a write). ``requests`` counts by method.
+    """
+
+    def __init__(self, upstream: MotoServer, strip_conditional: bool = False):
+        import http.client
+        import http.server
+        import socketserver
+        import threading
+
+        self.strip_conditional = strip_conditional
+        self.drop_puts_after: int | None = None
+        self.puts = 0
+        self.requests: dict[str, int] = {}
+        proxy = self
+        up_host, up_port = "127.0.0.1", upstream.port
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    body = b""
+                    while True:  # HTTP chunks (the AWS C++ SDK streams uploads this way)
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline().strip():
+                                pass
+                            break
+                        body += self.rfile.read(size)
+                        self.rfile.readline()
+                else:
+                    n = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(n) if n else None
+                proxy.requests[self.command] = proxy.requests.get(self.command, 0) + 1
+                if self.command == "PUT":
+                    proxy.puts += 1
+                    if proxy.drop_puts_after is not None and proxy.puts > proxy.drop_puts_after:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                dropped = {"transfer-encoding", "expect", "content-length"}
+                if proxy.strip_conditional:
+                    dropped |= {"if-none-match", "if-match"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+                if body is not None:
+                    headers["Content-Length"] = str(len(body))
+                conn = http.client.HTTPConnection(up_host, up_port, timeout=60)
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                length = None
+                for k, v in resp.getheaders():
+                    if k.lower() == "content-length":
+                        length = v
+                    elif k.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                size = length if self.command == "HEAD" and length is not None else len(data)
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+            def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
