@@ -239,3 +239,62 @@ def test_network_failure_in_a_multi_partition_write_changes_nothing(s3_server, n
         )
     finally:
         proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def auth_server():
+    """A second moto server with IAM authentication on: a read-write and a read-only user
+    (the first 6 requests, which create them, are allowed without credentials)."""
+    import json
+
+    from s3_support import MotoServer
+
+    server = MotoServer(env={"INITIAL_NO_AUTH_ACTION_COUNT": "6"})
+    try:
+        import boto3
+
+        iam = boto3.client(
+            "iam",
+            endpoint_url=server.endpoint,
+            aws_access_key_id="setup",
+            aws_secret_access_key="setup",
+            region_name="us-east-1",
+        )
+        keys = {}
+        for user, actions in (("rw", ["s3:*"]), ("ro", ["s3:Get*", "s3:List*", "s3:Head*"])):
+            iam.create_user(UserName=user)
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            policy = {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+            }
+            iam.put_user_policy(UserName=user, PolicyName=user, PolicyDocument=json.dumps(policy))
+            keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
+        yield server, keys
+    finally:
+        server.stop()
+
+
+def test_wrong_and_read_only_credentials(auth_server, no_aws_env):
+    server, keys = auth_server
+
+    def opts(user: str | None) -> dict[str, str]:
+        ak, sk = keys[user] if user else ("AKIAWRONGKEY", SECRET_KEY)
+        return server.options(aws_access_key_id=ak, aws_secret_access_key=sk)
+
+    rw = server.client(*keys["rw"])
+    bucket = f"auth-{free_port()}"
+    rw.create_bucket(Bucket=bucket)
+    root = f"s3://{bucket}/ns"
+    lp.create(root, EVENTS_SCHEMA, "country", storage_options=opts("rw")).append(make_events(20))
+    before = s3_tree(rw, root)
+    with pytest.raises(lp.StorageError, match="access denied") as info:
+        lp.open(root, storage_options=opts(None))
+    assert SECRET_KEY not in str(info.value)
+    ro = lp.open(root, storage_options=opts("ro"))
+    assert ro.count() == 20  # reading is allowed
+    commit_safety._reset_for_tests()
+    with pytest.raises(lp.StorageError, match="access denied"):
+        ro.append(make_events(5, start_id=100))
+    assert s3_tree(rw, root) == before
+    assert lp.open(root, storage_options=opts("rw")).count() == 20

@@ -89,9 +89,10 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
     try:
         first = signer.put_if_absent(bucket, key)
         if first >= 300:
+            cause = "access denied: these credentials may not write" if first == 403 else ""
             raise StorageError(
-                f"{root}: the conditional-write check could not write {probe} "
-                f"(HTTP {first}); check the bucket and the credentials"
+                f"{root}: {cause or 'storage error'}: the conditional-write check could not "
+                f"write {probe} (HTTP {first}); nothing was written"
             )
         second = signer.put_if_absent(bucket, key)
     except OSError as exc:

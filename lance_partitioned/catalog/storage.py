@@ -461,6 +461,7 @@ def storage_error(uri: str, exc: BaseException, options: Mapping[str, str] | Non
         s in low
         for s in (
             "accessdenied",
+            "access_denied",
             "access denied",
             "invalidaccesskeyid",
             "signaturedoesnotmatch",
