@@ -20,6 +20,8 @@ from lance_partitioned.errors import (
     RetentionError,
     SchemaError,
     SpecError,
+    StorageError,
+    UnsafeStoreError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
@@ -55,6 +57,8 @@ __all__ = [
     "SchemaError",
     "SpecError",
     "StagedFilesMissingError",
+    "StorageError",
+    "UnsafeStoreError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "WriteResult",

@@ -12,10 +12,10 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, layout
 from lance_partitioned.catalog.manifest import (
     Manifest,
+    check_create_target,
     manifest_schema,
 )
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import NamespaceExistsError
 from lance_partitioned.facade.base import (
     NamespaceHandle,
     SchemaLike,
@@ -84,8 +84,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
         warn_cyclic_fields(ns_spec, ns_schema)
         manifest = Manifest(root, storage_options)
-        if manifest._local_exists():
-            raise NamespaceExistsError(f"{root!r} already contains a __manifest table")
+        check_create_target(manifest)
         metadata = {**evolution.schema_metadata(ns_schema), ns_spec.key: ns_spec.to_json_str()}
         columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
         first_row = pa.Table.from_pylist(
@@ -99,7 +98,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
             schema=manifest_schema(columns),
         )
         ds = lance.write_dataset(
-            first_row, manifest.uri, mode="create", storage_options=storage_options
+            first_row, manifest.uri, mode="create", storage_options=manifest.storage_options
         )
         ds.update_metadata(metadata)
         return cls(manifest, Snapshot.load(manifest))
