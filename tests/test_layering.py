@@ -84,7 +84,7 @@ def _sources_containing(text: str) -> list[str]:
 # the package's own source location.
 _LOCAL_ONLY = {
     "operations/transaction.py",
-    "operations/time_ranges.py",
+    "format/time_ranges.py",
     "operations/join/execution.py",
     "spark/datasource.py",
     "spark/refresh.py",
