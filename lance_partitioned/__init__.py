@@ -6,6 +6,7 @@ ns.append(table)
 ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 """
 
+from lance_partitioned.convert import ConvertResult, convert
 from lance_partitioned.errors import (
     ColumnNotFoundError,
     CommitConflictError,
@@ -30,12 +31,14 @@ from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.staged_check import StagedFilesMissingError
+from lance_partitioned.seed003 import Seed003Namespace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ColumnNotFoundError",
     "CommitConflictError",
+    "ConvertResult",
     "CyclicPartitionWarning",
     "DeleteResult",
     "ForeignChangeError",
@@ -53,11 +56,13 @@ __all__ = [
     "RetentionError",
     "Schema",
     "SchemaError",
+    "Seed003Namespace",
     "SpecError",
     "StagedFilesMissingError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "WriteResult",
+    "convert",
     "create",
     "open",
     "parse_spec",
