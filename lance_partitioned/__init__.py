@@ -27,6 +27,7 @@ from lance_partitioned.errors import (
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
+from lance_partitioned.namespace_interface import register as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
@@ -34,6 +35,9 @@ from lance_partitioned.operations.staged_check import StagedFilesMissingError
 from lance_partitioned.seed003 import Seed003Namespace
 
 __version__ = "0.1.0"
+
+# lance_namespace.connect("partitioned", {"root": ...}) finds our read-only LanceNamespace
+_register_namespace_impl()
 
 __all__ = [
     "ColumnNotFoundError",
