@@ -16,16 +16,14 @@ garbage that nothing reads (delete it; ``docs/FORMAT.md`` section 11).
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from dataclasses import dataclass
 
 import lance
 
-from lance_partitioned.catalog import seed003
-from lance_partitioned.catalog.layout import local_path
+from lance_partitioned.catalog import seed003, storage
 from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.storage import Storage
 from lance_partitioned.errors import (
     NamespaceDamagedError,
     NamespaceExistsError,
@@ -52,24 +50,23 @@ class ConvertResult:
     version: int
 
 
-def _destination_dir(dst: str) -> str:
-    """The local directory ``dst`` names; refuses object stores and existing paths."""
-    path = local_path(dst)
-    if path is None:
+def _destination_dir(dst: str) -> tuple[Storage, str]:
+    """The store and local path ``dst`` names; refuses object stores and existing paths."""
+    store = storage.resolve(dst)
+    if not store.rename_is_atomic:
         raise UnsupportedFeatureError(
             f"convert writes to a local destination only (its last step is an atomic "
             f"rename, which object stores lack); got {dst!r}. Convert to a local path, "
             "then copy the directory"
         )
-    path = os.path.abspath(path)
-    if os.path.lexists(path):
+    path = store.path(dst)
+    if store.info(path) is not None:
         raise NamespaceExistsError(
             f"destination {dst!r} already exists; convert never writes into an existing path"
         )
-    parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
+    if not store.is_dir(path.rsplit("/", 1)[0] or "/"):
         raise FileNotFoundError(f"the parent directory of the destination {dst!r} does not exist")
-    return path
+    return store, path
 
 
 def convert(
@@ -100,7 +97,7 @@ def convert(
     """
     src, dst = str(src), str(dst)
     layout = seed003.load(src, storage_options)
-    target = _destination_dir(dst)
+    store, target = _destination_dir(dst)
     spec = seed003.seed000_spec_json(layout)
     snapshot = Seed003Snapshot.of(layout, storage_options)  # pins every source table
     scan = Seed003Scan(snapshot)
@@ -112,8 +109,8 @@ def convert(
         ).count_rows()
         for leaf in scan.leaves
     )
-    parent, name = os.path.split(target)
-    staging = os.path.join(parent, f".{name}{STAGING_MARK}{uuid.uuid4().hex[:12]}")
+    parent, name = target.rsplit("/", 1)
+    staging = store.join(parent or "/", f".{name}{STAGING_MARK}{uuid.uuid4().hex[:12]}")
     try:
         PartitionedNamespace.create(staging, layout.schema, spec)
         manifest = Manifest(staging)
@@ -136,9 +133,10 @@ def convert(
                 f"converting {src!r}: the staged namespace failed its check "
                 f"({staged.count()} of {total} rows; {problems}); {dst!r} was not created"
             )
-        os.rename(staging, target)  # the one step that makes dst exist
+        if not store.rename(staging, target):  # the one step that makes dst exist
+            raise NamespaceDamagedError(f"converting {src!r}: the staged namespace vanished")
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        store.delete_tree(staging)
         raise
     converted = PartitionedNamespace.open(dst)
     return ConvertResult(

@@ -32,7 +32,6 @@ make.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import lance_namespace as ln
@@ -40,7 +39,7 @@ from lance_namespace import LanceNamespace, UnsupportedOperationError
 from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
 from lance_namespace_urllib3_client.models import TableBasicStats
 
-from lance_partitioned.catalog import layout
+from lance_partitioned.catalog import layout, storage
 from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
 from lance_partitioned.format.namespace_models import schema_to_model
 from lance_partitioned.namespace import PartitionedNamespace
@@ -198,8 +197,8 @@ class PartitionedLanceNamespace(LanceNamespace):
             "storage_options": self._storage,
         }
         if request.with_table_uri:  # a complete URI, also for a local root
-            local = layout.local_path(uri)
-            out["table_uri"] = uri if local is None else "file://" + str(Path(local).absolute())
+            store = storage.resolve(uri)
+            out["table_uri"] = "file://" + store.path(uri) if store.is_local else uri
         if request.load_detailed_metadata:
             leaf = Leaf(
                 row["object_id"],
