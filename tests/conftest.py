@@ -8,9 +8,10 @@ import os
 
 import pyarrow as pa
 import pytest
-from s3_support import MotoServer, Store
+from s3_support import Store
 
 from demo import tpch
+from demo.s3_server import MotoServer
 
 TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
 
