@@ -41,6 +41,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def options_for(endpoint: str, **extra: str) -> dict[str, str]:
+    """Lance ``storage_options`` for the moto server at ``endpoint`` (``extra`` overrides)."""
+    return {
+        "aws_access_key_id": ACCESS_KEY,
+        "aws_secret_access_key": SECRET_KEY,
+        "aws_endpoint": endpoint,
+        "aws_region": REGION,
+        "allow_http": "true",
+        **extra,
+    }
+
+
 class MotoServer:
     """One moto S3 server process on 127.0.0.1 (``env`` adds to its environment).
 
@@ -90,14 +102,7 @@ class MotoServer:
 
     def options(self, **extra: str) -> dict[str, str]:
         """Lance ``storage_options`` for this server (``extra`` overrides)."""
-        return {
-            "aws_access_key_id": ACCESS_KEY,
-            "aws_secret_access_key": SECRET_KEY,
-            "aws_endpoint": self.endpoint,
-            "aws_region": REGION,
-            "allow_http": "true",
-            **extra,
-        }
+        return options_for(self.endpoint, **extra)
 
     def spark_options(self, **extra: str) -> dict[str, str]:
         """The same, as options of the Spark source and sink (``storage.<key>``)."""
@@ -256,4 +261,13 @@ class Proxy:
         self.server.server_close()
 
 
-__all__ = ["ACCESS_KEY", "MotoServer", "Proxy", "REGION", "SECRET_KEY", "free_port"]
+__all__ = [
+    "ACCESS_KEY",
+    "MotoServer",
+    "Proxy",
+    "REGION",
+    "SECRET_KEY",
+    "free_port",
+    "options_for",
+    "request_kind",
+]
