@@ -10,6 +10,7 @@ in namespace form: the requested columns mapped by field id
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.filters.evaluate import filter_batch
+from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.search import bm25
@@ -48,13 +50,37 @@ def open_context(
     after it was written) is filtered in namespace form with DataFusion, the
     same dialect, and gets the matching row ids as its prefilter.
     """
-    ds = snapshot.open_leaf(leaf)
+    return leaf_context(
+        snapshot.open_leaf(leaf),
+        snapshot.schema,
+        leaf,
+        ordinal,
+        columns,
+        scan.leaf_filter(leaf),
+        scan.filter_columns,
+    )
+
+
+def leaf_context(
+    ds: lance.LanceDataset,
+    schema: Schema,
+    leaf: Leaf,
+    ordinal: int,
+    columns: list[str],
+    sql: str | None,
+    filter_columns: Sequence[str],
+) -> LeafContext:
+    """``open_context`` for a leaf already opened at its pinned version.
+
+    Needs no snapshot or ``Scan``: the residual filter ``sql`` and the scan's
+    ``filter_columns`` are passed in, so Spark tasks (``spark.search``) build
+    the same context from what the driver planned.
+    """
     label = leaf.object_id
-    mapping = ReadMapping(snapshot.schema, columns, ds, label)
-    sql = scan.leaf_filter(leaf)
-    if sql is None or ReadMapping(snapshot.schema, scan.filter_columns, ds, label).is_identity:
+    mapping = ReadMapping(schema, columns, ds, label)
+    if sql is None or ReadMapping(schema, list(filter_columns), ds, label).is_identity:
         return LeafContext(ordinal, leaf, ds, sql, mapping)
-    wide = ReadMapping(snapshot.schema, scan.filter_columns, ds, label)
+    wide = ReadMapping(schema, list(filter_columns), ds, label)
     ids: list[int] = []
     for batch in ds.to_batches(columns=wide.leaf_columns, with_row_id=True):
         rows = wide.conform(batch).append_column("_lp_rowid", batch.column("_rowid"))
