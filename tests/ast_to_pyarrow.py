@@ -25,6 +25,7 @@ from lance_partitioned.format.expressions import (
     Or,
     Ref,
 )
+from lance_partitioned.format.filters.visitor import FilterVisitor, visit
 
 
 def _pa_literal(value: Any, field_type: Any = None) -> Any:
@@ -53,6 +54,101 @@ def _pa_literal(value: Any, field_type: Any = None) -> Any:
     return scalar
 
 
+_COMPARE = {
+    "=": "equal",
+    "!=": "not_equal",
+    "<": "less",
+    "<=": "less_equal",
+    ">": "greater",
+    ">=": "greater_equal",
+}
+
+
+class _PyarrowRenderer(FilterVisitor[Any]):
+    """Each node as a ``pyarrow.compute.Expression`` with SQL's three-valued semantics."""
+
+    def __init__(self, schema: Any):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.schema = schema
+        self.null_bool = pc.scalar(pa.scalar(None, pa.bool_()))
+
+    def field_type(self, name: str) -> Any:
+        if self.schema is None:
+            return None
+        idx = self.schema.get_field_index(name)
+        return self.schema.field(idx).type if idx >= 0 else None
+
+    def visit_and(self, node: And, left: Any, right: Any) -> Any:
+        return left & right
+
+    def visit_or(self, node: Or, left: Any, right: Any) -> Any:
+        return left | right
+
+    def visit_not(self, node: Not, child: Any) -> Any:
+        return ~child
+
+    def visit_compare(self, node: Compare) -> Any:
+        import pyarrow.compute as pc
+
+        lit = pc.scalar(_pa_literal(node.literal.value, self.field_type(node.ref.name)))
+        return getattr(pc, _COMPARE[node.op])(pc.field(node.ref.name), lit)
+
+    def visit_in(self, node: In) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        field = pc.field(node.ref.name)
+        present = [v.value for v in node.values if v.value is not None]
+        has_null = len(present) != len(node.values)
+        if not present:
+            # x IN (NULL) is NULL; x IN () is FALSE
+            result = self.null_bool if has_null else pc.scalar(False)
+        else:
+            ftype = self.field_type(node.ref.name)
+            scalars = [_pa_literal(v, ftype) for v in present]
+            types = {sc.type for sc in scalars}
+            if len(types) == 1 and (ftype is None or types == {ftype}):
+                found = pc.is_in(field, value_set=pa.array(scalars), skip_nulls=True)
+            else:
+                # is_in does not promote types (int32 vs decimal128(1,1) fails);
+                # x IN (a, b) is exactly x = a OR x = b, and equal() promotes
+                found = pc.equal(field, pc.scalar(scalars[0]))
+                for sc in scalars[1:]:
+                    found = found | pc.equal(field, pc.scalar(sc))
+            if has_null:
+                found = found | self.null_bool  # no match against a list with NULL -> NULL
+            # SQL: NULL IN (...) is NULL, pyarrow's is_in says FALSE
+            result = pc.if_else(field.is_valid(), found, self.null_bool)
+        return ~result if node.negated else result
+
+    def visit_is_null(self, node: IsNull) -> Any:
+        import pyarrow.compute as pc
+
+        field = pc.field(node.ref.name)
+        return field.is_valid() if node.negated else field.is_null()
+
+    def visit_like(self, node: Like) -> Any:
+        import pyarrow.compute as pc
+
+        result = pc.match_like(pc.field(node.ref.name), node.pattern)
+        return ~result if node.negated else result
+
+    def visit_literal(self, node: Literal) -> Any:
+        import pyarrow.compute as pc
+
+        return self.null_bool if node.value is None else pc.scalar(_pa_literal(node.value))
+
+    def visit_ref(self, node: Ref) -> Any:
+        import pyarrow.compute as pc
+
+        return pc.field(node.name)
+
+    def visit_opaque(self, node: Opaque) -> Any:
+        raise NotImplementedError(f"cannot evaluate an opaque predicate in pyarrow: {node.sql}")
+
+
 def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
     """Build a ``pyarrow.compute.Expression`` with SQL semantics.
 
@@ -63,73 +159,4 @@ def to_pyarrow(expr: Expr, schema: Any = None) -> Any:
     column's zone, as Lance and the scans read it. ``Opaque`` raises
     NotImplementedError.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    def field_type(name: str) -> Any:
-        if schema is None:
-            return None
-        idx = schema.get_field_index(name)
-        return schema.field(idx).type if idx >= 0 else None
-
-    null_bool = pc.scalar(pa.scalar(None, pa.bool_()))
-
-    def build(e: Expr) -> Any:
-        if isinstance(e, And):
-            return build(e.left) & build(e.right)
-        if isinstance(e, Or):
-            return build(e.left) | build(e.right)
-        if isinstance(e, Not):
-            return ~build(e.child)
-        if isinstance(e, Compare):
-            field = pc.field(e.ref.name)
-            lit = pc.scalar(_pa_literal(e.literal.value, field_type(e.ref.name)))
-            fn = {
-                "=": pc.equal,
-                "!=": pc.not_equal,
-                "<": pc.less,
-                "<=": pc.less_equal,
-                ">": pc.greater,
-                ">=": pc.greater_equal,
-            }[e.op]
-            return fn(field, lit)
-        if isinstance(e, In):
-            field = pc.field(e.ref.name)
-            present = [v.value for v in e.values if v.value is not None]
-            has_null = len(present) != len(e.values)
-            if not present:
-                # x IN (NULL) is NULL; x IN () is FALSE
-                result = null_bool if has_null else pc.scalar(False)
-            else:
-                ftype = field_type(e.ref.name)
-                scalars = [_pa_literal(v, ftype) for v in present]
-                types = {sc.type for sc in scalars}
-                if len(types) == 1 and (ftype is None or types == {ftype}):
-                    value_set = pa.array(scalars)
-                    found = pc.is_in(field, value_set=value_set, skip_nulls=True)
-                else:
-                    # is_in does not promote types (int32 vs decimal128(1,1) fails);
-                    # x IN (a, b) is exactly x = a OR x = b, and equal() promotes
-                    found = pc.equal(field, pc.scalar(scalars[0]))
-                    for sc in scalars[1:]:
-                        found = found | pc.equal(field, pc.scalar(sc))
-                if has_null:
-                    found = found | null_bool  # no match against a list with NULL -> NULL
-                # SQL: NULL IN (...) is NULL, pyarrow's is_in says FALSE
-                result = pc.if_else(field.is_valid(), found, null_bool)
-            return ~result if e.negated else result
-        if isinstance(e, IsNull):
-            field = pc.field(e.ref.name)
-            return field.is_valid() if e.negated else field.is_null()
-        if isinstance(e, Like):
-            result = pc.match_like(pc.field(e.ref.name), e.pattern)
-            return ~result if e.negated else result
-        if isinstance(e, Literal):
-            return null_bool if e.value is None else pc.scalar(_pa_literal(e.value))
-        if isinstance(e, Ref):
-            return pc.field(e.name)
-        if isinstance(e, Opaque):
-            raise NotImplementedError(f"cannot evaluate an opaque predicate in pyarrow: {e.sql}")
-        raise TypeError(f"not a filter expression: {e!r}")
-
-    return build(expr)
+    return visit(expr, _PyarrowRenderer(schema))

@@ -17,7 +17,9 @@ import lance_partitioned as lp
 
 SCHEMA = pa.schema([("k", pa.string()), ("n", pa.int64()), ("d", pa.date32())])
 
-LINE = re.compile(r"^  v(\d+) (.*): ([\d,]+) rows?, leaf version (\d+)$")
+LINE = re.compile(
+    r"^  v(\d+) (.*): ([\d,]+) rows?, [\d,]+ files?, [\d.]+ [KMGT]?i?B, leaf version (\d+)$"
+)
 
 
 def partition_lines(text: str) -> list[tuple[int, str, int]]:
@@ -82,3 +84,37 @@ def test_dates_and_strings_sort_as_values(tmp_path):
         ((d, k) for d, k in zip(dates, t["k"].to_pylist(), strict=True) if d is not None)
     )
     assert shown == [f"d={d.isoformat()}, k={k}" for d, k in expected] + ["d=NULL, k=a"]
+
+
+def test_files_sizes_versions_and_tags(tmp_path):
+    """File counts and sizes per partition match the leaf directories on disk; the
+    versions line counts __manifest versions (Lance's own list) and names the tags."""
+    import os
+
+    import lance
+
+    from lance_partitioned.operations.describe import summary
+
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    t = pa.table({"k": ["a", "a", "b"], "n": [1, 2, 3], "d": [None] * 3}, schema=SCHEMA)
+    ns.append(t)
+    ns.append(t)  # a second file in each partition
+    ns.tag("first-two")
+    text = ns.describe()
+
+    for leaf in ns.plan():
+        data = os.path.join(leaf.uri, "data")
+        names = [n for n in os.listdir(data) if n.endswith(".lance")]
+        size = sum(os.path.getsize(os.path.join(data, n)) for n in names)
+        rows = pc.sum(pc.equal(t["k"], leaf.partition_values["k"])).as_py() * 2
+        line = f"  v1 k={leaf.partition_values['k']}: {rows} rows, {len(names)} files, "
+        assert len(names) == 2
+        assert any(x.startswith(line) for x in text.splitlines()), (line, text)
+        info = summary(ns.snapshot, ns.root)
+        (p,) = [p for p in info["partitions"] if p["object_id"] == leaf.object_id]
+        assert p["bytes"] == size and p["files"] == 2
+
+    manifest_versions = lance.dataset(os.path.join(ns.root, "__manifest")).versions()
+    assert f"Versions: {len(manifest_versions)} __manifest versions kept" in text
+    assert "tags: first-two -> " in text
+    assert "Size on disk: " in text

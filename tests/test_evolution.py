@@ -277,3 +277,87 @@ def test_rewrite_old_partitions_into_the_current_spec(appendix_d):
     assert {t.spec_id for t in ns.plan()} == {2}
     assert sorted(ns.scan().to_arrow()["id"].to_pylist()) == before
     assert ns.plan("event_date = '2025-12-10' AND country = 'US'")[0].spec_id == 2
+
+
+def test_pruning_and_residuals_follow_source_field_ids_after_renames(tmp_path):
+    """Partition fields are matched to filter columns by source field id, not by name.
+
+    ``country`` and ``d`` are renamed (``nation``, ``day``) and new columns take the
+    old names. The partition fields keep their original names (``country``,
+    ``d_year``, ``d_month``), so anything that matched by a name would prune the
+    new ``country``/``d`` columns through fields that partition other data. Expected
+    partitions are written out by hand from the rows; expected rows come from
+    pyarrow.compute on the same rows.
+    """
+    schema = pa.schema(
+        [pa.field("id", pa.int64()), pa.field("country", pa.string()), pa.field("d", pa.date32())]
+    )
+    ns = lp.create(str(tmp_path / "ns"), schema, "country, year(d), month(d)")
+    first = [
+        (0, "US", D(2025, 1, 15)),
+        (1, "US", D(2025, 3, 10)),
+        (2, "FR", D(2025, 3, 20)),
+        (3, "FR", D(2025, 4, 5)),
+        (4, "CN", D(2025, 6, 30)),
+        (5, "US", D(2024, 12, 31)),
+    ]
+    ns.append(
+        pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in first], schema)
+    )
+    ns.rename_column("country", "nation")
+    ns.rename_column("d", "day")
+    ns.add_column("country", pa.string())
+    ns.add_column("d", pa.date32())
+    # the new columns disagree with the partitioned ones
+    second = [
+        (10, "FR", D(2025, 3, 1), "US", D(2025, 1, 1)),
+        (11, "CN", D(2025, 4, 30), "US", None),
+        (12, "US", D(2025, 5, 1), "FR", D(2025, 3, 15)),
+    ]
+    names = ["id", "nation", "day", "country", "d"]
+    ns.append(
+        pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in second]).cast(
+            ns.schema.arrow
+        )
+    )
+    rows = pa.Table.from_pylist(
+        [dict(zip(names, (*r, None, None), strict=True)) for r in first]
+        + [dict(zip(names, r, strict=True)) for r in second],
+        pa.schema(
+            [
+                ("id", pa.int64()),
+                ("nation", pa.string()),
+                ("day", pa.date32()),
+                ("country", pa.string()),
+                ("d", pa.date32()),
+            ]
+        ),
+    )
+    every = {
+        ("US", 2025, 1), ("US", 2025, 3), ("FR", 2025, 3), ("FR", 2025, 4),
+        ("CN", 2025, 6), ("US", 2024, 12), ("CN", 2025, 4), ("US", 2025, 5),
+    }  # fmt: skip
+    march_april = (pc.field("day") >= D(2025, 3, 1)) & (pc.field("day") < D(2025, 5, 1))
+    cases = [
+        # (filter, pyarrow oracle, partitions kept by hand, residual of every kept leaf)
+        ("nation = 'US'", pc.field("nation") == "US",
+         {("US", 2025, 1), ("US", 2025, 3), ("US", 2024, 12), ("US", 2025, 5)}, {None}),
+        ("country = 'US'", pc.field("country") == "US", every, {"country = 'US'"}),
+        ("day >= '2025-03-01' AND day < '2025-05-01'", march_april,
+         {("US", 2025, 3), ("FR", 2025, 3), ("FR", 2025, 4), ("CN", 2025, 4)}, {None}),
+        ("d >= '2025-03-01' AND d < '2025-05-01'",
+         (pc.field("d") >= D(2025, 3, 1)) & (pc.field("d") < D(2025, 5, 1)), every,
+         {"d >= DATE '2025-03-01' AND d < DATE '2025-05-01'"}),
+        ("nation = 'US' AND day < '2025-03-01'",
+         (pc.field("nation") == "US") & (pc.field("day") < D(2025, 3, 1)),
+         {("US", 2025, 1), ("US", 2024, 12)}, {None}),
+    ]  # fmt: skip
+    assert len(ns.plan()) == len(every)
+    for flt, oracle, kept, residuals in cases:
+        plan = ns.plan(flt)
+        got = {tuple(t.partition_values[k] for k in ("country", "d_year", "d_month")) for t in plan}
+        assert got == kept, flt
+        assert {t.filter_sql for t in plan} == residuals, flt
+        want = sorted(rows.filter(oracle)["id"].to_pylist())
+        assert sorted(ns.scan(flt).to_arrow()["id"].to_pylist()) == want, flt
+        assert ns.count(flt) == len(want), flt

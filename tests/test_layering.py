@@ -130,3 +130,27 @@ def test_input_type_aliases_are_real_unions():
     assert {str, pc.Expression, "datafusion.Expr", Expr, type(None)} == members(FilterLike)
     assert {pa.Schema, lp.Schema, str} <= members(SchemaLike)
     assert {str, lp.PartitionSpec} <= members(SpecLike)
+
+
+def test_the_format_layer_imports_nothing_above_it():
+    """``format`` is pure: pruning, binding and the filter AST import no catalog,
+    operations or engine module (imports flow format -> catalog -> operations -> ...)."""
+    above = {"catalog", "operations", "namespace", "spark", "search", "cli"}
+    files = list((PACKAGE / "format").rglob("*.py"))
+    assert {"pruning.py", "time_ranges.py", "bind.py", "visitor.py"} <= {p.name for p in files}
+    for path in files:
+        bad = {m for m in _imports(path, "lance_partitioned") if m.split(".")[1] in above}
+        assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+def test_and_or_not_are_dispatched_only_by_the_filter_visitor():
+    """Every walk over the filter AST is a ``format.filters.visitor`` visitor: no module
+    checks ``isinstance(…, And/Or/Not)`` to recurse on its own."""
+    import re
+
+    pattern = re.compile(r"isinstance\([^)]*(?<![.\w])(And|Or|Not)\b")
+    files = [*PACKAGE.rglob("*.py"), PACKAGE.parent / "tests" / "ast_to_pyarrow.py"]
+    found = sorted(
+        str(p.relative_to(PACKAGE.parent)) for p in files if pattern.search(p.read_text())
+    )
+    assert found == []

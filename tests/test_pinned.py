@@ -67,7 +67,9 @@ MUTATORS = {
 def public_methods() -> set[str]:
     return {
         name
-        for name, value in vars(PartitionedNamespace).items()
+        # the facade's methods live in mixins (lance_partitioned/facade/): the whole MRO
+        for klass in PartitionedNamespace.__mro__
+        for name, value in vars(klass).items()
         if not name.startswith("_")
         and not isinstance(value, property)
         and callable(getattr(PartitionedNamespace, name))

@@ -15,9 +15,9 @@ import pytest
 from datafusion import SessionContext
 
 import lance_partitioned as lp
+from lance_partitioned.format.filters.bind import bind
 from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import to_sql
-from lance_partitioned.operations.pruning import bind
 
 UTC = dt.timezone.utc
 
@@ -257,7 +257,8 @@ def test_residual_filters_at_and_inside_unit_boundaries(by_year_month, table, fl
 
 
 def test_residual_filter_drops_only_guaranteed_conjuncts(by_year_month):
-    from lance_partitioned.operations.pruning import residual_filter, to_nnf
+    from lance_partitioned.format.filters.visitor import to_nnf
+    from lance_partitioned.format.pruning import residual_filter
 
     ns = by_year_month
     expr = to_nnf(bind(parse_filter("d >= '2023-03-01' AND d < '2023-06-01' AND n > 0"), ns.schema))
@@ -315,3 +316,21 @@ def test_manifest_query_is_composed_per_spec_version(tmp_path):
         "__manifest predicate: (object_id LIKE 'v1$%' OR "
         "(object_id LIKE 'v2$%' AND (partition_field_name = 'apple')))"
     )
+
+
+def test_bind_gives_every_column_reference_its_field_id(tmp_path):
+    """Binding sets ``Ref.field_id`` to the namespace field id (read from the Arrow
+    field metadata of the namespace schema, not from the binder) on every predicate."""
+    from lance_partitioned.format.expressions import Ref
+    from lance_partitioned.format.filters.visitor import predicates
+
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "year(d)")
+    ids = {f.name: int(f.metadata[b"lance:field_id"]) for f in ns.schema.arrow if f.metadata}
+    assert set(ids) == set(SCHEMA.names)
+    text = "NOT (id = 3 OR name LIKE 'a%') AND d IS NULL AND n IN (1, 2) AND ts > '2025-01-01Z'"
+    parsed = predicates(parse_filter(text))
+    assert {p.ref.field_id for p in parsed} == {None}
+    bound = predicates(bind(parse_filter(text), ns.schema))
+    assert [p.ref for p in bound] == [Ref(p.ref.name, ids[p.ref.name]) for p in parsed]
+    # rendering reads the name only
+    assert to_sql(bind(parse_filter("n IN (1, 2)"), ns.schema)) == "n IN (1, 2)"

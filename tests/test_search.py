@@ -481,6 +481,10 @@ def test_search_engine_sits_above_the_namespace():
                 assert not node.module.startswith(
                     ("lance_partitioned.spark", "lance_partitioned.cli")
                 ), f"{path.name} imports {node.module}"
-    namespace_src = (Path(search.__file__).parent.parent / "namespace.py").read_text()
-    top_level = [n for n in ast.parse(namespace_src).body if isinstance(n, ast.ImportFrom)]
-    assert not [n.module for n in top_level if "search" in (n.module or "")]
+    package = Path(search.__file__).parent.parent
+    for facade in [package / "namespace.py", *sorted((package / "facade").glob("*.py"))]:
+        top_level = [n for n in ast.parse(facade.read_text()).body if isinstance(n, ast.ImportFrom)]
+        engine = [
+            n.module for n in top_level if (n.module or "").startswith("lance_partitioned.search")
+        ]
+        assert not engine, f"{facade.name} imports the search engine at load time: {engine}"

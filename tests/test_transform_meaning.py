@@ -54,8 +54,8 @@ TRANSFORM_CLASSES = (
 @pytest.mark.parametrize(
     "module",
     [
-        "operations/pruning.py",
-        "operations/time_ranges.py",
+        "format/pruning.py",
+        "format/time_ranges.py",
         "operations/placement.py",
         "operations/join/compatibility.py",
         "operations/join/planning.py",

@@ -1,7 +1,7 @@
 """The ``__manifest`` queries: which rows are leaf tables, which belong to a spec version,
 and which partitions a filter may match.
 
-Pruning (``operations.pruning``) is pure: it turns a row filter into one predicate
+Pruning (``format.pruning``) is pure: it turns a row filter into one predicate
 on partition columns per spec version. This module is where that meets the
 ``__manifest`` layout: the ``object_type`` column, and object ids that start with
 their spec version namespace (``layout.spec_members_like``).

@@ -11,6 +11,10 @@ Normal form produced by the parser:
 - anything the AST cannot represent exactly (functions, column-to-column
   comparisons, arithmetic) becomes ``Opaque`` with its original SQL text, which
   pruning treats as "unknown" and scans still apply.
+
+Walks over the tree (NNF, rendering, binding, projection) are visitors:
+``format.filters.visitor``, which also holds ``conjuncts`` and
+``referenced_columns``.
 """
 
 from __future__ import annotations
@@ -38,9 +42,17 @@ class Expr:
 
 @dataclass(frozen=True)
 class Ref(Expr):
-    """A reference to a top-level column by name."""
+    """A reference to a top-level column.
+
+    As parsed, a reference has only the column's ``name``. ``bind``
+    (``format.filters.bind``) sets ``field_id`` to the namespace field id of that
+    column: pruning then finds the partition fields of a column by their source
+    field id, which survives renames, and only rendering to SQL reads the name.
+    A bound and an unbound reference to the same column are different nodes.
+    """
 
     name: str
+    field_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,13 +131,6 @@ class Opaque(Expr):
 TRUE = Literal(True)
 
 
-def conjuncts(expr: Expr) -> list[Expr]:
-    """Flatten nested ANDs into a list."""
-    if isinstance(expr, And):
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
-
-
 def and_all(exprs: list[Expr]) -> Expr:
     """AND a list of expressions together (TRUE when empty)."""
     if not exprs:
@@ -134,18 +139,3 @@ def and_all(exprs: list[Expr]) -> Expr:
     for e in exprs[1:]:
         out = And(out, e)
     return out
-
-
-def referenced_columns(expr: Expr) -> set[str]:
-    """Names of every column an expression reads."""
-    if isinstance(expr, Ref):
-        return {expr.name}
-    if isinstance(expr, (Compare, In, IsNull, Like)):
-        return {expr.ref.name}
-    if isinstance(expr, (And, Or)):
-        return referenced_columns(expr.left) | referenced_columns(expr.right)
-    if isinstance(expr, Not):
-        return referenced_columns(expr.child)
-    if isinstance(expr, Opaque):
-        return set(expr.columns)
-    return set()

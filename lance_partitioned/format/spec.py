@@ -385,10 +385,18 @@ def parse_spec(
     spec_id: int = 1,
     existing: Iterable[PartitionSpec] = (),
 ) -> PartitionSpec:
-    """Build and validate a spec from JSON, a PartitionSpec, fields, or Iceberg-style text.
+    """Build and validate a ``PartitionSpec`` from ``spec`` for ``schema``.
 
-    With ``existing`` specs, a field with the same sources and transform reuses its
+    ``spec`` is Iceberg-style text (``"year(d), bucket(16, id)"``), seed-000 JSON
+    (text or dict), a ``PartitionSpec`` or a sequence of ``PartitionField``.
+    ``spec_id`` is the version it gets (JSON must carry the same id). With
+    ``existing`` specs, a field with the same sources and transform reuses its
     field_id, and a new field never takes an id already used for something else.
+    Raises SpecError.
+
+    Example::
+
+        spec = lp.parse_spec("year(event_date), country", lp.Schema.from_arrow(schema))
     """
     existing = list(existing)
     if isinstance(spec, PartitionSpec):

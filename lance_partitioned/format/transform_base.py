@@ -18,7 +18,7 @@ its kind (the shape of pyiceberg's ``transforms.py``):
 Seed 000's transforms are in ``transforms``, the ``expression`` field's in
 ``expression_eval``. Logic that spans several fields of one spec (the calendar
 hierarchy ``year → month → day → hour``, multi-source equalities) lives in
-``operations.pruning`` and ``operations.time_ranges``; it reads
+``format.pruning`` and ``format.time_ranges``; it reads
 ``calendar_unit`` and calls these methods.
 """
 
@@ -47,7 +47,7 @@ COMPARISONS = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_FAILED = object()  # a literal the transform cannot map (wrong type, out of range)
+_NO_PARTITION_VALUE = object()  # a literal the transform cannot map (wrong type, out of range)
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Transform:
         try:
             return self.value_of([value], [source_type], result_type)
         except Exception:
-            return _FAILED
+            return _NO_PARTITION_VALUE
 
     def _values(
         self, values: list[Any], source_type: pa.DataType, result_type: pa.DataType
@@ -172,7 +172,7 @@ class Transform:
         if isinstance(pred, Compare) and pred.literal.value is not None:
             if pred.op == "=":
                 value = self._value(pred.literal.value, source_type, result_type)
-                return None if value is _FAILED else Compare("=", col, Literal(value))
+                return None if value is _NO_PARTITION_VALUE else Compare("=", col, Literal(value))
             if pred.op in _RANGE_OPS and self.preserves_order:
                 return self._project_range(
                     pred.op, pred.literal.value, col, source_type, result_type
@@ -192,7 +192,7 @@ class Transform:
         """``col op bound`` through an order-preserving transform."""
         op, bound, bound_type = self._range_bound(op, bound, source_type)
         value = self._value(bound, bound_type, result_type)
-        if value is _FAILED or value is None:
+        if value is _NO_PARTITION_VALUE or value is None:
             return None
         if op in (">", ">="):
             return Compare(">=", col, Literal(value))

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
-from lance_partitioned.format.expressions import referenced_columns
 from lance_partitioned.format.filters.render import to_lance_sql
+from lance_partitioned.format.filters.visitor import referenced_columns
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import DeleteRows

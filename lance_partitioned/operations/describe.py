@@ -3,14 +3,17 @@ properties and the readable ``describe``. Read-only: nothing here writes."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from lance_partitioned.catalog import layout
+from lance_partitioned.catalog import history, layout
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
-from lance_partitioned.catalog.snapshot import Snapshot, spec_problem
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.format.filters.render import render_literal
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.leaf_schema import check_leaf
@@ -111,14 +114,117 @@ def namespace_properties(snap: Snapshot, root: str, namespace_id: Sequence[str])
     }
 
 
+def _leaf_order(spec_id: int, values: Sequence[Any]) -> tuple[Any, ...]:
+    """Sort key: spec version, then values in their own order (all values of one field
+    share the field's result_type, so they compare), NULL last."""
+    return (spec_id, tuple((True, 0) if v is None else (False, v) for v in values))
+
+
+def _pinned(leaf: Leaf) -> str:
+    if leaf.read_tag is not None:
+        return f"leaf tag {leaf.read_tag!r}"
+    if leaf.read_branch is not None:
+        at = "latest" if leaf.read_version is None else f"version {leaf.read_version}"
+        return f"leaf branch {leaf.read_branch!r} {at}"
+    return f"leaf version {leaf.read_version}"
+
+
+def _leaf_files(ds: Any) -> tuple[int, int]:
+    """(data and deletion files, their bytes) of the leaf version ``ds`` reads."""
+    files = size = 0
+    for frag in ds.get_fragments():
+        for df in frag.data_files():
+            files += 1
+            size += df.file_size_bytes or 0
+        if frag.metadata.deletion_file is not None:
+            files += 1
+    return files, size
+
+
+def _disk_bytes(root: str) -> int | None:
+    """Bytes of every file under a local root (all versions); None on object stores."""
+    base = layout.local_path(root)
+    if base is None or not os.path.isdir(base):
+        return None
+    total = 0
+    for dirpath, _dirs, names in os.walk(base):
+        for name in names:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += os.path.getsize(os.path.join(dirpath, name))
+    return total
+
+
+def human_bytes(n: int) -> str:
+    """``880 B``, ``1.5 KiB``, ``3.2 MiB``: sizes for people."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def summary(snap: Snapshot, root: str) -> dict[str, Any]:
+    """Everything ``describe`` shows, as plain data (what ``lance-partitioned describe --json``
+    prints): root, version, schema (JsonArrowSchema), specs (seed-000 JSON), partitions sorted
+    by spec version then value (each with only its own spec's fields), row, file and byte
+    counts, bytes on disk (local roots), and the ``__manifest`` versions and tags.
+    """
+    parts: list[dict[str, Any]] = []
+    for leaf in sorted(snap.leaves(), key=lambda lf: _leaf_order(lf.spec_id, lf.values)):
+        spec = snap.specs[leaf.spec_id]
+        ds = snap.open_leaf(leaf)
+        files, size = _leaf_files(ds)
+        parts.append(
+            {
+                "object_id": leaf.object_id,
+                "spec_id": leaf.spec_id,
+                "values": {
+                    f.field_id: None if v is None else format_partition_value(v)
+                    for f, v in zip(spec.fields, leaf.values, strict=True)
+                },
+                "rows": ds.count_rows(),
+                "files": files,
+                "bytes": size,
+                "read_version": leaf.read_version,
+                "read_tag": leaf.read_tag,
+                "read_branch": leaf.read_branch,
+                "pinned": _pinned(leaf),
+            }
+        )
+    versions = history.versions(snap.manifest)
+    return {
+        "root": root,
+        "version": snap.version,
+        "schema": snap.schema.to_json(),
+        "specs": {sid: json.loads(snap.specs[sid].to_json_str()) for sid in sorted(snap.specs)},
+        "current_spec": max(snap.specs),
+        "partitions": parts,
+        "rows": sum(p["rows"] for p in parts),
+        "files": sum(p["files"] for p in parts),
+        "bytes": sum(p["bytes"] for p in parts),
+        "disk_bytes": _disk_bytes(root),
+        "versions": {
+            "count": len(versions),
+            "oldest": versions[0]["version"] if versions else None,
+            "latest": versions[-1]["version"] if versions else None,
+            "tags": history.tags(snap.manifest),
+        },
+    }
+
+
 def describe(snap: Snapshot, root: str) -> str:
-    """Schema, every spec version, and partitions with values and row counts.
+    """A readable report: schema, specs, partitions, sizes and versions.
 
     Partitions are listed by spec version, then by their partition values in
     the spec's field order, compared as values (month 2 before month 10; dates
-    by date), NULL last. Each shows only its own spec's fields, its row count
-    and the leaf version it is read at; a total row count follows the header.
+    by date), NULL last. Each shows only its own spec's fields, its row count,
+    its files and their size, and the leaf version it is read at; totals follow
+    the header. Versions are explained: which ``__manifest`` version this is,
+    how many are kept, and the tags.
     """
+    info = summary(snap, root)
+    v = info["versions"]
     lines = [
         f"Partitioned namespace {root}",
         f"namespace version {snap.version} (the __manifest table's Lance version; "
@@ -130,41 +236,34 @@ def describe(snap: Snapshot, root: str) -> str:
         lines.append(f"  {fid:>3}  {f.name}: {f.type}{'' if f.nullable else ' NOT NULL'}")
     lines.append("Partition specs:")
     for sid in sorted(snap.specs):
-        mark = " (current)" if sid == max(snap.specs) else ""
+        mark = " (current: new writes use it)" if sid == info["current_spec"] else ""
         lines.append(f"  v{sid}{mark}: {snap.specs[sid].describe(snap.schema)}")
-
-    def order(leaf):  # a catalog.snapshot.Leaf
-        # NULL last, other values in their own order (all values of one field
-        # share the field's result_type, so they compare)
-        return (
-            leaf.spec_id,
-            tuple((True, 0) if v is None else (False, v) for v in leaf.values),
-        )
-
-    def pinned(leaf) -> str:
-        if leaf.read_tag is not None:
-            return f"leaf tag {leaf.read_tag!r}"
-        if leaf.read_branch is not None:
-            at = "latest" if leaf.read_version is None else f"version {leaf.read_version}"
-            return f"leaf branch {leaf.read_branch!r} {at}"
-        return f"leaf version {leaf.read_version}"
-
-    body, total = [], 0
-    for leaf in sorted(snap.leaves(), key=order):
-        spec = snap.specs[leaf.spec_id]
-        rows = snap.open_leaf(leaf).count_rows()
-        total += rows
+    body = []
+    for p in info["partitions"]:
         vals = ", ".join(
-            f"{f.field_id}={'NULL' if v is None else format_partition_value(v)}"
-            for f, v in zip(spec.fields, leaf.values, strict=True)
+            f"{fid}={'NULL' if val is None else val}" for fid, val in p["values"].items()
         )
+        rows, files = p["rows"], p["files"]
         body.append(
-            f"  v{leaf.spec_id} {vals or '(unpartitioned)'}: "
-            f"{rows:,} row{'' if rows == 1 else 's'}, {pinned(leaf)}"
+            f"  v{p['spec_id']} {vals or '(unpartitioned)'}: "
+            f"{rows:,} row{'' if rows == 1 else 's'}, {files:,} file{'' if files == 1 else 's'}, "
+            f"{human_bytes(p['bytes'])}, {p['pinned']}"
         )
     lines.append(
-        f"Partitions: {len(body):,}, {total:,} rows in all "
+        f"Partitions: {len(body):,}, {info['rows']:,} rows in all, {info['files']:,} files, "
+        f"{human_bytes(info['bytes'])} of data "
         "(leaf version: the Lance version of the partition's table that this namespace version reads)"
     )
     lines.extend(body)
+    if info["disk_bytes"] is not None:
+        lines.append(
+            f"Size on disk: {human_bytes(info['disk_bytes'])} under the root (every kept "
+            "version of every partition and of __manifest; cleanup() removes old ones)"
+        )
+    tags = ", ".join(f"{name} -> {ver}" for name, ver in v["tags"].items()) or "none"
+    lines.append(
+        f"Versions: {v['count']:,} __manifest versions kept ({v['oldest']}..{v['latest']}); "
+        "each commit (write, delete, evolution, compaction) adds one and each one is a "
+        "consistent snapshot of every partition; tags: " + tags
+    )
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Refusing filters Lance cannot evaluate as a condition, before any namespace data is read.
 
-``bind`` checks what it understands (columns, literals). What it passes
+``bind`` (``format.filters.bind``) checks what it understands (columns, literals). What it passes
 through unanalysed (``Opaque`` SQL: arithmetic, functions, casts) or does not
 type (``LIKE``) Lance would reject only once a leaf is scanned, with an
 ``OSError`` full of Rust source paths, and a delete would by then have planned
@@ -25,16 +25,9 @@ import lance
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
-from lance_partitioned.format.expressions import (
-    And,
-    Expr,
-    Like,
-    Literal,
-    Not,
-    Opaque,
-    Or,
-)
+from lance_partitioned.format.expressions import Expr, Like, Literal, Not, Opaque
 from lance_partitioned.format.filters.render import to_sql
+from lance_partitioned.format.filters.visitor import FilterVisitor, predicates, visit
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import is_bytes, is_text
 from lance_partitioned.operations.field_ids import without_field_id_metadata
@@ -44,40 +37,46 @@ def check_filter(expr: Expr, schema: Schema) -> None:
     """Raise FilterError, naming the problem, unless Lance can evaluate the bound
     filter ``expr`` as a condition on rows of ``schema``. Never reads the namespace."""
     _check_condition(expr)
-    for like in _walk(expr, Like):
+    parts = predicates(expr)
+    # right to left: the LIKE named when several are wrong is the one named before
+    for like in reversed([p for p in parts if isinstance(p, Like)]):
         t = schema.field(like.ref.name).type
         if not (is_text(t) or is_bytes(t)):
             raise FilterError(
                 f"filter applies LIKE to column {like.ref.name!r} of type {t}; LIKE needs a "
                 "string or binary column"
             )
-    if next(_walk(expr, Opaque), None) is not None:
+    if any(isinstance(p, Opaque) for p in parts):
         _plan_with_lance(to_sql(expr), schema)
+
+
+class _ValueUnderNots(FilterVisitor[Expr | None]):
+    """The literal a filter is, under any NOTs (None when it is a condition of rows)."""
+
+    def visit_and(self, node, left, right):
+        return None
+
+    visit_or = visit_and
+
+    def visit_not(self, node: Not, child: Expr | None) -> Expr | None:
+        return child
+
+    def visit_literal(self, node: Literal) -> Expr | None:
+        return node
+
+    def visit_leaf(self, node: Expr) -> Expr | None:
+        return None
 
 
 def _check_condition(expr: Expr) -> None:
     """The filter as a whole (through NOT) must be a condition, not a value."""
-    top = expr
-    while isinstance(top, Not):
-        top = top.child
+    top = visit(expr, _ValueUnderNots())
     if isinstance(top, Literal) and not isinstance(top.value, bool):
         shown = "NULL" if top.value is None else repr(top.value)
         raise FilterError(
             f"filter {shown} is not a condition: a filter must be a boolean expression "
             "(NULL would match no row; write 'false' for that, 'true' for every row)"
         )
-
-
-def _walk(expr: Expr, kind: type) -> object:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, kind):
-            yield e
-        if isinstance(e, (And, Or)):
-            stack.extend((e.left, e.right))
-        elif isinstance(e, Not):
-            stack.append(e.child)
 
 
 # Lance appends the Rust source location to its messages: ", /…/planner.rs:1100:20"

@@ -40,6 +40,7 @@ from lance_partitioned.errors import (
 )
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import CompactFiles
+from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.staging import (
     TXN_PROPERTY,
     StagedLeaf,
@@ -244,12 +245,18 @@ def _remove_leaf_versions(
 
 
 def _sweep_leaves(
-    manifest: Manifest, cutoff: dt.datetime, heal: bool, report: MaintenanceReport
+    manifest: Manifest,
+    cutoff: dt.datetime,
+    heal: bool,
+    report: MaintenanceReport,
+    progress: Progress = NO_PROGRESS,
 ) -> set[str]:
     """Heal (optionally) and drop unreferenced old versions of every referenced leaf."""
     refs, current = leaf_references(manifest)
     opts = manifest.storage_options
+    progress.start(len(refs))
     for location, keep in sorted(refs.items()):
+        progress.advance()
         uri = join_uri(manifest.root, location)
         try:
             if (
@@ -328,7 +335,9 @@ def _sweep_orphan_dirs(
 
 
 def cleanup(
-    manifest: Manifest, older_than: dt.timedelta = dt.timedelta(days=7)
+    manifest: Manifest,
+    older_than: dt.timedelta = dt.timedelta(days=7),
+    progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
     """Remove ``__manifest`` versions superseded before ``now - older_than`` (tags are kept),
     then every leaf version that no remaining manifest version references and that is older
@@ -352,7 +361,7 @@ def cleanup(
         stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
         report.manifest_versions_removed = stats.old_versions
         report.bytes_removed += stats.bytes_removed
-    _sweep_leaves(manifest, cutoff, heal=False, report=report)
+    _sweep_leaves(manifest, cutoff, heal=False, report=report, progress=progress)
     # so that reading a removed version can say which cleanup removed it, and why
     history.record_cleanup(manifest, older_than, cutoff, remove, report.leaf_versions_removed)
     report.version = manifest.dataset().version
@@ -360,7 +369,9 @@ def cleanup(
 
 
 def vacuum(
-    manifest: Manifest, older_than: dt.timedelta = dt.timedelta(days=1)
+    manifest: Manifest,
+    older_than: dt.timedelta = dt.timedelta(days=1),
+    progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
     """Reclaim what crashed or failed writers left behind, if older than ``older_than``.
 
@@ -374,7 +385,7 @@ def vacuum(
     older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
     cutoff = _honour_leases(manifest, _now() - older_than, report)
-    referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report)
+    referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report, progress=progress)
     _sweep_orphan_dirs(manifest, referenced, cutoff, report)
     _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)
     report.version = manifest.dataset().version
@@ -386,6 +397,7 @@ def compact(
     target_rows_per_fragment: int = 1 << 20,
     compact_manifest: bool = True,
     max_attempts: int = 3,
+    progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
     """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
 
@@ -394,7 +406,9 @@ def compact(
     (``operations.leases``) while it runs.
     """
     with leases.hold(manifest, "compaction") as lease:
-        return _compact(manifest, target_rows_per_fragment, compact_manifest, max_attempts, lease)
+        return _compact(
+            manifest, target_rows_per_fragment, compact_manifest, max_attempts, lease, progress
+        )
 
 
 def _compact(
@@ -403,6 +417,7 @@ def _compact(
     compact_manifest: bool,
     max_attempts: int,
     lease: leases.Lease | None,
+    progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
     report = MaintenanceReport()
     snapshot = Snapshot.load(manifest, for_write=True)
@@ -417,10 +432,12 @@ def _compact(
         return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
 
     def record(leaf: Leaf, s: StagedLeaf | None) -> None:
+        progress.advance()
         if s is not None:
             staged.leaves[leaf.object_id] = s
 
     published = None
+    progress.start(len(planned))
     try:
         run_parallel(list(planned.values()), _tolerant(stage, report), record)
         pause_point("leaves_staged")

@@ -20,22 +20,23 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
-from lance_partitioned.format.expressions import Expr, and_all, conjuncts, referenced_columns
+from lance_partitioned.format.expressions import Expr, and_all
+from lance_partitioned.format.filters.bind import bind
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.from_datafusion import from_datafusion
 from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
 from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import to_lance_sql, to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
-from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.leaf_schema import ReadMapping
-from lance_partitioned.operations.pruning import (
-    bind,
+from lance_partitioned.format.filters.visitor import conjuncts, referenced_columns, to_nnf
+from lance_partitioned.format.pruning import (
     fields_by_source,
     partition_predicates,
     residual_conjuncts,
-    to_nnf,
 )
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.operations.filter_check import check_filter
+from lance_partitioned.operations.leaf_schema import ReadMapping
 
 # Union[] rather than ``|``: the DataFusion member is a forward reference, since
 # DataFusion is imported lazily, only when a filter needs it.
@@ -156,6 +157,9 @@ class Scan:
         # Lance does not coerce text to dates, so leaves get the bound filter,
         # rendered with typed literals, rather than the caller's text.
         self.expr = None if expr is None else bind(expr, snapshot.schema)
+        if self.expr is not None:
+            # what Lance would refuse is refused here, before any read
+            check_filter(self.expr, snapshot.schema)
         self.sql = None if self.expr is None else to_sql(self.expr)
         if columns is not None:
             columns = list(columns)
@@ -169,7 +173,7 @@ class Scan:
         self.columns = columns
         self.batch_size = batch_size
         self._leaf_filters: dict[str, str | None] = {}
-        self._by_source: dict[int, dict[str, list[Any]]] = {}
+        self._by_source: dict[int, dict[int, list[Any]]] = {}
         self._rendered: dict[tuple[int, ...], str | None] = {}
         self.manifest_sql = partitions_matching(
             partition_predicates(self.expr, snapshot.specs, snapshot.schema)
@@ -289,12 +293,49 @@ class Scan:
         return self.to_arrow().to_pandas(**kwargs)
 
     def to_reader(self) -> pa.RecordBatchReader:
+        """A ``pyarrow.RecordBatchReader`` streaming the scan leaf by leaf (for any
+        Arrow consumer: DuckDB, Polars, ``pyarrow.dataset.write_dataset``, Flight).
+
+        Example::
+
+            reader = ns.scan("country = 'US'").to_reader()
+            for batch in reader: ...
+        """
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
+
+    def to_duckdb(self, con: Any = None) -> Any:
+        """A DuckDB relation over this scan's rows (``operations.dataframes.to_duckdb``).
+
+        The scan's filter has pruned partitions and runs in each leaf; its columns
+        are the only ones read. ``con`` is the DuckDB connection (default: DuckDB's
+        default connection). The relation reads lazily and can run more than once.
+
+        Example::
+
+            ns.scan("l_shipdate >= '1994-01-01'").to_duckdb(con).create_view("li")
+            con.sql("SELECT count(*) FROM li")
+        """
+        from lance_partitioned.operations.dataframes import to_duckdb
+
+        return to_duckdb(self, con)
+
+    def to_polars(self, lazy: bool = True) -> Any:
+        """A Polars LazyFrame of this scan (``operations.dataframes.to_polars``), or a
+        DataFrame with ``lazy=False``. Polars' projection pushdown narrows the
+        columns read; the scan's filter is what prunes partitions.
+
+        Example::
+
+            ns.scan("country = 'US'").to_polars().group_by("event_date").len().collect()
+        """
+        from lance_partitioned.operations.dataframes import to_polars
+
+        return to_polars(self, lazy)
 
     def count(self) -> int:
         """Number of matching rows, counted inside Lance without materialising them."""
 
-        def one(leaf: Leaf) -> int:
+        def count_leaf(leaf: Leaf) -> int:
             ds = self.snapshot.open_leaf(leaf)
             if ReadMapping(
                 self.snapshot.schema, self.filter_columns, ds, leaf.object_id
@@ -303,7 +344,7 @@ class Scan:
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 
         with ThreadPoolExecutor(_threads()) as pool:
-            return sum(pool.map(one, self.leaves))
+            return sum(pool.map(count_leaf, self.leaves))
 
     def explain(self) -> str:
         """Human-readable pruning summary."""

@@ -88,14 +88,16 @@ def _ordered_metadata(schema: Any) -> list[tuple[str, str]]:
 
 
 @dataclass
-class _PaNode:
+class _DecodedPyarrowNode:
+    """One node of a ``pc.Expression`` as decoded from its serialization."""
+
     kind: str  # literal | field | call
     value: Any = None  # pa.Scalar for literal, name for field, function name for call
-    args: list[_PaNode] | None = None
+    args: list[_DecodedPyarrowNode] | None = None
     options: Any = None  # StructScalar
 
 
-def _pa_tree(expr: Any) -> _PaNode:
+def _pa_tree(expr: Any) -> _DecodedPyarrowNode:
     """Decode a pc.Expression from Arrow's own lossless serialization (the
     ``__reduce__`` payload: an IPC file whose schema metadata lists the nodes in
     prefix order and whose columns hold the literals and function options)."""
@@ -107,30 +109,30 @@ def _pa_tree(expr: Any) -> _PaNode:
     items = _ordered_metadata(reader.schema)
     pos = 0
 
-    def node() -> _PaNode:
+    def next_node() -> _DecodedPyarrowNode:
         nonlocal pos
         key, val = items[pos]
         pos += 1
         if key == "literal":
-            return _PaNode("literal", columns[int(val)][0])
+            return _DecodedPyarrowNode("literal", columns[int(val)][0])
         if key == "field_ref":
-            return _PaNode("field", val)
+            return _DecodedPyarrowNode("field", val)
         if key == "nested_field_ref":
             raise ValueError("nested field references are not supported in filters")
         if key == "call":
-            args: list[_PaNode] = []
+            args: list[_DecodedPyarrowNode] = []
             options = None
             while items[pos][0] != "end":
                 if items[pos][0] == "options":
                     options = columns[int(items[pos][1])][0]
                     pos += 1
                 else:
-                    args.append(node())
+                    args.append(next_node())
             pos += 1  # end
-            return _PaNode("call", val, args, options)
+            return _DecodedPyarrowNode("call", val, args, options)
         raise ValueError(f"unexpected entry {key!r} in a serialized pyarrow expression")
 
-    return node()
+    return next_node()
 
 
 _PA_COMPARE = {
@@ -175,7 +177,7 @@ _BOOL_CALLS = {"invert", "is_null", "is_valid", "is_in"} | set(_PA_COMPARE) | se
 _LIKE_CALLS = {"match_like", "starts_with", "ends_with", "match_substring"}
 
 
-def _value(n: _PaNode) -> Term:
+def _value(n: _DecodedPyarrowNode) -> Term:
     """A pyarrow node used as a value."""
     if n.kind == "field":
         return terms.column(n.value)
@@ -200,7 +202,7 @@ def _value(n: _PaNode) -> Term:
     raise ValueError(f"cannot translate pyarrow function {name!r} to SQL")
 
 
-def _predicate(n: _PaNode, positive: bool) -> Term:
+def _predicate(n: _DecodedPyarrowNode, positive: bool) -> Term:
     """A pyarrow node used as a predicate. In a ``positive`` context (under no
     NOT) NULL and FALSE filter alike, so pyarrow's never-null is_in may become
     a plain SQL IN; under a NOT the exact three-valued translation is used."""

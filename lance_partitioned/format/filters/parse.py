@@ -48,7 +48,7 @@ from lance_partitioned.format.expressions import (
 from lance_partitioned.format.filters.parse_values import (
     CMP_TOKENS,
     OPAQUE_CMP_TOKENS,
-    Operand,
+    SubExpression,
     ValueParser,
     merge_columns,
 )
@@ -70,20 +70,20 @@ class _Parser(ValueParser):
             raise self.error(f"unexpected {self.describe(tok)} after a complete expression", tok)
         return self.as_bool(result)
 
-    def or_level(self) -> Operand:
+    def or_level(self) -> SubExpression:
         return self._chain("OR", self.and_level, Or)
 
-    def and_level(self) -> Operand:
+    def and_level(self) -> SubExpression:
         return self._chain("AND", self.not_level, And)
 
-    def _chain(self, keyword: str, operand: Any, node: Any) -> Operand:
+    def _chain(self, keyword: str, operand: Any, node: Any) -> SubExpression:
         """``operand (keyword operand)*``, left-associative, as one boolean operand."""
         left = operand()
         while self.at_kw(keyword):
             self.advance()
             self.require_operand(keyword)
             right = operand()
-            left = Operand(
+            left = SubExpression(
                 "bool",
                 left.start,
                 right.end,
@@ -92,17 +92,17 @@ class _Parser(ValueParser):
             )
         return left
 
-    def not_level(self) -> Operand:
+    def not_level(self) -> SubExpression:
         if self.at_kw("NOT"):
             tok = self.advance()
             self.require_operand("NOT")
             child = self.not_level()
-            return Operand(
+            return SubExpression(
                 "bool", tok.start, child.end, child.columns, expr=Not(self.as_bool(child))
             )
         return self.predicate()
 
-    def predicate(self) -> Operand:
+    def predicate(self) -> SubExpression:
         left = self.value_expr()
         while True:
             tok = self.peek()
@@ -130,19 +130,21 @@ class _Parser(ValueParser):
             else:
                 return left
 
-    def build_compare(self, op_text: str, left: Operand, right: Operand) -> Operand:
+    def build_compare(
+        self, op_text: str, left: SubExpression, right: SubExpression
+    ) -> SubExpression:
         columns = merge_columns(left.columns, right.columns)
         op = CMP_TOKENS.get(op_text)
         if op is not None:
             if left.kind == "ref" and right.kind == "lit":
                 expr: Expr = Compare(op, left.ref, Literal(right.value))  # type: ignore[arg-type]
-                return Operand("bool", left.start, right.end, columns, expr=expr)
+                return SubExpression("bool", left.start, right.end, columns, expr=expr)
             if left.kind == "lit" and right.kind == "ref":
                 expr = Compare(FLIPPED_OP[op], right.ref, Literal(left.value))  # type: ignore[arg-type]
-                return Operand("bool", left.start, right.end, columns, expr=expr)
+                return SubExpression("bool", left.start, right.end, columns, expr=expr)
         return self.opaque(left.start, right.end, columns)
 
-    def is_predicate(self, left: Operand) -> Operand:
+    def is_predicate(self, left: SubExpression) -> SubExpression:
         self.advance()  # IS
         negated = False
         if self.at_kw("NOT"):
@@ -153,7 +155,7 @@ class _Parser(ValueParser):
             self.advance()
             if left.kind == "ref":
                 expr = IsNull(left.ref, negated)  # type: ignore[arg-type]
-                return Operand("bool", left.start, tok.end, left.columns, expr=expr)
+                return SubExpression("bool", left.start, tok.end, left.columns, expr=expr)
             return self.opaque(left.start, tok.end, left.columns)
         if self.at_kw("TRUE", "FALSE", "UNKNOWN"):
             self.advance()
@@ -168,7 +170,7 @@ class _Parser(ValueParser):
             f"expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS, found {self.describe(tok)}"
         )
 
-    def in_predicate(self, left: Operand, negated: bool) -> Operand:
+    def in_predicate(self, left: SubExpression, negated: bool) -> SubExpression:
         lp = self.expect_op("(", "after IN")
         if self.at_kw("SELECT"):
             raise self.error("subqueries are not supported in IN")
@@ -184,17 +186,17 @@ class _Parser(ValueParser):
         columns = merge_columns(left.columns, *(it.columns for it in items))
         if left.kind == "ref" and all(it.kind == "lit" for it in items):
             expr = In(left.ref, tuple(Literal(it.value) for it in items), negated)  # type: ignore[arg-type]
-            return Operand("bool", left.start, rp.end, columns, expr=expr)
+            return SubExpression("bool", left.start, rp.end, columns, expr=expr)
         return self.opaque(left.start, rp.end, columns)
 
-    def list_item(self, lp: Token) -> Operand:
+    def list_item(self, lp: Token) -> SubExpression:
         if self.peek().kind == "eof":
             raise self.error(
                 f"unbalanced parentheses: IN list opened at position {lp.start} is not closed"
             )
         return self.value_expr()
 
-    def between_predicate(self, left: Operand, negated: bool) -> Operand:
+    def between_predicate(self, left: SubExpression, negated: bool) -> SubExpression:
         self.require_operand("BETWEEN")
         low = self.value_expr()
         self.expect_kw("AND", "in BETWEEN … AND …")
@@ -212,10 +214,10 @@ class _Parser(ValueParser):
                 expr = And(
                     Compare(">=", ref, Literal(low.value)), Compare("<=", ref, Literal(high.value))
                 )
-            return Operand("bool", left.start, high.end, columns, expr=expr)
+            return SubExpression("bool", left.start, high.end, columns, expr=expr)
         return self.opaque(left.start, high.end, columns)
 
-    def like_predicate(self, left: Operand, kw: str, negated: bool) -> Operand:
+    def like_predicate(self, left: SubExpression, kw: str, negated: bool) -> SubExpression:
         if kw == "SIMILAR":
             self.expect_kw("TO", "after SIMILAR")
         self.require_operand(kw)
@@ -239,7 +241,7 @@ class _Parser(ValueParser):
             and isinstance(pattern.value, str)
         ):
             expr = Like(left.ref, pattern.value, negated)  # type: ignore[arg-type]
-            return Operand("bool", left.start, end, columns, expr=expr)
+            return SubExpression("bool", left.start, end, columns, expr=expr)
         return self.opaque(left.start, end, columns)
 
 

@@ -4,7 +4,7 @@
 references to re-quote) and parses value expressions: literals (typed strings,
 ``CAST``/``::``/``arrow_cast`` folded when exact), column references,
 arithmetic, function calls, ``CASE`` and parenthesized expressions. Each
-becomes an :class:`Operand`; anything the AST cannot express keeps its source
+becomes an :class:`SubExpression`; anything the AST cannot express keeps its source
 text, with column names re-spelled by
 :func:`~lance_partitioned.format.filters.render.quote_identifier`, for an
 ``Opaque`` node. The boolean grammar on top of it is :mod:`.parse`.
@@ -56,7 +56,7 @@ _MULTIPLICATIVE_OPS = {"*", "/", "%"}
 
 
 @dataclass
-class Operand:
+class SubExpression:
     """A parsed sub-expression: a column ('ref'), a literal ('lit'), a boolean
     expression already in AST form ('bool') or anything else ('value')."""
 
@@ -121,7 +121,7 @@ class ValueParser:
             raise self.error(f"expected {word} {context}, found {self.describe(self.peek())}")
         return self.advance()
 
-    def or_level(self) -> Operand:
+    def or_level(self) -> SubExpression:
         """A full boolean expression (the grammar in :mod:`.parse`)."""
         raise NotImplementedError
 
@@ -142,11 +142,11 @@ class ValueParser:
         out.append(self.text[pos:end])
         return "".join(out)
 
-    def opaque(self, start: int, end: int, columns: tuple[str, ...]) -> Operand:
+    def opaque(self, start: int, end: int, columns: tuple[str, ...]) -> SubExpression:
         expr = Opaque(sql=self.sql_of(start, end), columns=columns)
-        return Operand("bool", start, end, columns, expr=expr)
+        return SubExpression("bool", start, end, columns, expr=expr)
 
-    def as_bool(self, op: Operand) -> Expr:
+    def as_bool(self, op: SubExpression) -> Expr:
         if op.kind == "bool":
             assert op.expr is not None
             return op.expr
@@ -170,29 +170,29 @@ class ValueParser:
             raise self.error(f"expected an expression after {after}, found end of input")
 
     # -- value expressions -------------------------------------------------------------
-    def value_expr(self) -> Operand:
+    def value_expr(self) -> SubExpression:
         left = self.term()
         while self.at_op(*_ADDITIVE_OPS):
             tok = self.advance()
             self.require_operand(repr(tok.value))
             right = self.term()
-            left = Operand(
+            left = SubExpression(
                 "value", left.start, right.end, merge_columns(left.columns, right.columns)
             )
         return left
 
-    def term(self) -> Operand:
+    def term(self) -> SubExpression:
         left = self.unary()
         while self.at_op(*_MULTIPLICATIVE_OPS):
             tok = self.advance()
             self.require_operand(repr(tok.value))
             right = self.unary()
-            left = Operand(
+            left = SubExpression(
                 "value", left.start, right.end, merge_columns(left.columns, right.columns)
             )
         return left
 
-    def unary(self) -> Operand:
+    def unary(self) -> SubExpression:
         if self.at_op("-", "+"):
             tok = self.advance()
             self.require_operand(repr(tok.value))
@@ -203,11 +203,11 @@ class ValueParser:
                 and not isinstance(operand.value, bool)
             ):
                 value = -operand.value if tok.value == "-" else operand.value
-                return Operand("lit", tok.start, operand.end, value=value)
-            return Operand("value", tok.start, operand.end, operand.columns)
+                return SubExpression("lit", tok.start, operand.end, value=value)
+            return SubExpression("value", tok.start, operand.end, operand.columns)
         return self.postfix()
 
-    def postfix(self) -> Operand:
+    def postfix(self) -> SubExpression:
         operand = self.primary()
         while self.at_op("::"):
             self.advance()
@@ -247,8 +247,8 @@ class ValueParser:
         return words, params, end
 
     def fold_cast(
-        self, operand: Operand, words: list[str], params: list[int], start: int, end: int
-    ) -> Operand:
+        self, operand: SubExpression, words: list[str], params: list[int], start: int, end: int
+    ) -> SubExpression:
         if operand.kind == "lit":
             try:
                 value = cast_literal(operand.value, words, params)
@@ -259,10 +259,10 @@ class ValueParser:
                     operand.start,
                 ) from None
             if value is not NOT_CASTABLE:
-                return Operand("lit", start, end, value=value)
-        return Operand("value", start, end, operand.columns)
+                return SubExpression("lit", start, end, value=value)
+        return SubExpression("value", start, end, operand.columns)
 
-    def primary(self) -> Operand:
+    def primary(self) -> SubExpression:
         tok = self.peek()
         if tok.kind == "num":
             self.advance()
@@ -273,13 +273,13 @@ class ValueParser:
                 value = decimal.Decimal(text)
             else:
                 value = int(text)
-            return Operand("lit", tok.start, tok.end, value=value)
+            return SubExpression("lit", tok.start, tok.end, value=value)
         if tok.kind == "str":
             self.advance()
-            return Operand("lit", tok.start, tok.end, value=tok.value)
+            return SubExpression("lit", tok.start, tok.end, value=tok.value)
         if tok.kind == "hex":
             self.advance()
-            return Operand("lit", tok.start, tok.end, value=tok.value)
+            return SubExpression("lit", tok.start, tok.end, value=tok.value)
         if tok.kind == "op" and tok.value == "(":
             return self.parenthesized()
         if tok.kind == "qident":
@@ -289,7 +289,7 @@ class ValueParser:
             if word in ("TRUE", "FALSE", "NULL"):
                 self.advance()
                 value = {"TRUE": True, "FALSE": False, "NULL": None}[word]
-                return Operand("lit", tok.start, tok.end, value=value)
+                return SubExpression("lit", tok.start, tok.end, value=value)
             nxt = self.peek(1)
             if word in ("DATE", "TIMESTAMP", "DATETIME", "TIME") and nxt.kind == "str":
                 return self.typed_literal(word)
@@ -298,7 +298,7 @@ class ValueParser:
                 end = self.advance().end
                 if self.at_kw(*_INTERVAL_UNITS):
                     end = self.advance().end
-                return Operand("value", tok.start, end)
+                return SubExpression("value", tok.start, end)
             if word in ("CAST", "TRY_CAST") and nxt.kind == "op" and nxt.value == "(":
                 return self.cast_expr(word)
             if word == "CASE":
@@ -314,7 +314,7 @@ class ValueParser:
             raise self.error("expected an expression, found ')'")
         raise self.error(f"expected an expression, found {self.describe(tok)}")
 
-    def parenthesized(self) -> Operand:
+    def parenthesized(self) -> SubExpression:
         lp = self.advance()
         if self.at_kw("SELECT"):
             raise self.error("subqueries are not supported")
@@ -334,7 +334,7 @@ class ValueParser:
         expr = inner.expr
         if inner.kind == "value" and expr is None:
             expr = Opaque(sql=self.sql_of(inner.start, inner.end), columns=inner.columns)
-        return Operand(
+        return SubExpression(
             inner.kind,
             lp.start,
             rp.end,
@@ -344,7 +344,7 @@ class ValueParser:
             expr=expr,
         )
 
-    def column_ref(self) -> Operand:
+    def column_ref(self) -> SubExpression:
         first = self.advance()
         name = first.value
         end = first.end
@@ -353,9 +353,9 @@ class ValueParser:
             part = self.advance()
             name, end = part.value, part.end
         self.replacements.append((first.start, end, quote_identifier(name)))
-        return Operand("ref", first.start, end, (name,), ref=Ref(name))
+        return SubExpression("ref", first.start, end, (name,), ref=Ref(name))
 
-    def typed_literal(self, word: str) -> Operand:
+    def typed_literal(self, word: str) -> SubExpression:
         kw = self.advance()
         s = self.advance()
         try:
@@ -369,9 +369,9 @@ class ValueParser:
             raise FilterParseError(
                 f"invalid {word} literal {s.value!r}: {exc}", self.text, s.start
             ) from None
-        return Operand("lit", kw.start, s.end, value=value)
+        return SubExpression("lit", kw.start, s.end, value=value)
 
-    def cast_expr(self, word: str) -> Operand:
+    def cast_expr(self, word: str) -> SubExpression:
         kw = self.advance()
         lp = self.advance()
         self.require_operand("CAST(")
@@ -384,12 +384,12 @@ class ValueParser:
             )
         rp = self.advance()
         if word == "TRY_CAST":
-            return Operand("value", kw.start, rp.end, operand.columns)
+            return SubExpression("value", kw.start, rp.end, operand.columns)
         return self.fold_cast(operand, words, params, kw.start, rp.end)
 
-    def case_expr(self) -> Operand:
+    def case_expr(self) -> SubExpression:
         kw = self.advance()
-        parts: list[Operand] = []
+        parts: list[SubExpression] = []
         if not self.at_kw("WHEN"):
             parts.append(self.or_level())
         if not self.at_kw("WHEN"):
@@ -403,15 +403,15 @@ class ValueParser:
             self.advance()
             parts.append(self.or_level())
         end = self.expect_kw("END", "to close CASE").end
-        return Operand("value", kw.start, end, merge_columns(*(p.columns for p in parts)))
+        return SubExpression("value", kw.start, end, merge_columns(*(p.columns for p in parts)))
 
-    def function_call(self) -> Operand:
+    def function_call(self) -> SubExpression:
         name = self.advance()
         lp = self.advance()
-        args: list[Operand] = []
+        args: list[SubExpression] = []
         if self.at_op(")"):
             rp = self.advance()
-            return Operand("value", name.start, rp.end)
+            return SubExpression("value", name.start, rp.end)
         if self.at_kw("DISTINCT"):
             self.advance()
         while True:
@@ -441,5 +441,5 @@ class ValueParser:
         if name.value.lower() == "arrow_cast" and literal_args:
             value = fold_arrow_cast(args[0].value, args[1].value)
             if value is not NOT_CASTABLE:
-                return Operand("lit", name.start, rp.end, value=value)
-        return Operand("value", name.start, rp.end, merge_columns(*(a.columns for a in args)))
+                return SubExpression("lit", name.start, rp.end, value=value)
+        return SubExpression("value", name.start, rp.end, merge_columns(*(a.columns for a in args)))

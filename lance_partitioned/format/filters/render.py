@@ -7,9 +7,6 @@ literally inside a ``LIKE`` pattern.
 
 How Lance wants things spelled (found by experiment with pylance 14.0.2):
 
-
-How Lance wants things spelled (found by experiment with pylance 14.0.2):
-
 * identifiers in backticks (a backtick inside is doubled); ``"…"`` is a
   *string literal* to Lance, never an identifier. Unquoted names are not
   lower-cased by Lance but are by plain DataFusion, so only simple lower-case
@@ -57,6 +54,7 @@ from lance_partitioned.format.expressions import (
     Ref,
 )
 from lance_partitioned.format.filters.tokens import QUOTE_WORDS
+from lance_partitioned.format.filters.visitor import FilterVisitor, visit
 
 _SIMPLE_IDENT_RE = re.compile(r"[a-z_][a-z0-9_]*")
 
@@ -182,52 +180,72 @@ def literal_value(value: Any) -> Any:
     return literal_value(value.item())  # a numpy scalar (render_literal accepted it)
 
 
-_PREC_OR, _PREC_AND, _PREC_NOT = 1, 2, 3
+# Binding strength of what a node renders to: a child binding more loosely than its
+# place needs is parenthesised (OR inside AND, AND on the right of AND, ...).
+_PREC_OR, _PREC_AND, _PREC_NOT, _PREC_ATOM = 1, 2, 3, 4
 
 
-def _render(expr: Expr, prec: int, lance: bool = False) -> str:
-    if isinstance(expr, Or):
-        text = f"{_render(expr.left, _PREC_OR, lance)} OR {_render(expr.right, _PREC_AND, lance)}"
-        return f"({text})" if prec > _PREC_OR else text
-    if isinstance(expr, And):
-        text = f"{_render(expr.left, _PREC_AND, lance)} AND {_render(expr.right, _PREC_NOT, lance)}"
-        return f"({text})" if prec > _PREC_AND else text
-    if isinstance(expr, Not):
-        child = _render(expr.child, 0, lance)
-        if not isinstance(expr.child, Opaque):
-            child = f"({child})"
-        text = f"NOT {child}"
-        return f"({text})" if prec > _PREC_NOT else text
-    if isinstance(expr, Compare):
-        if expr.op not in COMPARISON_OPS:
-            raise ValueError(f"unknown comparison operator {expr.op!r}")
-        return f"{quote_identifier(expr.ref.name)} {expr.op} {render_literal(expr.literal.value)}"
-    if isinstance(expr, In):
-        if not expr.values:
-            return "TRUE" if expr.negated else "FALSE"
-        values = ", ".join(render_literal(v.value) for v in expr.values)
-        column = quote_identifier(expr.ref.name)
-        if lance and expr.negated:
+def _at(rendered: tuple[str, int], prec: int) -> str:
+    """A rendered child, in parentheses when it binds more loosely than ``prec``."""
+    text, own = rendered
+    return f"({text})" if own < prec else text
+
+
+class _SqlRenderer(FilterVisitor[tuple[str, int]]):
+    """Each node as SQL text with its binding strength. ``lance``: spelled for Lance's
+    filter (``to_lance_sql``) rather than plain DataFusion."""
+
+    def __init__(self, lance: bool = False):
+        self.lance = lance
+
+    def visit_or(self, node: Or, left: tuple, right: tuple) -> tuple[str, int]:
+        return f"{_at(left, _PREC_OR)} OR {_at(right, _PREC_AND)}", _PREC_OR
+
+    def visit_and(self, node: And, left: tuple, right: tuple) -> tuple[str, int]:
+        return f"{_at(left, _PREC_AND)} AND {_at(right, _PREC_NOT)}", _PREC_AND
+
+    def visit_not(self, node: Not, child: tuple) -> tuple[str, int]:
+        # an Opaque child already renders in parentheses
+        text = child[0] if isinstance(node.child, Opaque) else f"({child[0]})"
+        return f"NOT {text}", _PREC_NOT
+
+    def visit_compare(self, node: Compare) -> tuple[str, int]:
+        if node.op not in COMPARISON_OPS:
+            raise ValueError(f"unknown comparison operator {node.op!r}")
+        column = quote_identifier(node.ref.name)
+        return f"{column} {node.op} {render_literal(node.literal.value)}", _PREC_ATOM
+
+    def visit_in(self, node: In) -> tuple[str, int]:
+        if not node.values:
+            return ("TRUE" if node.negated else "FALSE"), _PREC_ATOM
+        values = ", ".join(render_literal(v.value) for v in node.values)
+        column = quote_identifier(node.ref.name)
+        if self.lance and node.negated:
             # DataFusion 55 (inside Lance) simplifies `x NOT IN (a) OR x NOT IN (b)`
             # to TRUE, which also keeps rows where x is NULL. This spelling has the
             # same three-valued meaning (NULL when x is NULL) and is left alone.
             return (
                 f"(({column} NOT IN ({values}) AND {column} IS NOT NULL)"
                 f" OR ({column} IS NULL AND NULL))"
-            )
-        return f"{column} {'NOT IN' if expr.negated else 'IN'} ({values})"
-    if isinstance(expr, IsNull):
-        return f"{quote_identifier(expr.ref.name)} IS {'NOT NULL' if expr.negated else 'NULL'}"
-    if isinstance(expr, Like):
-        op = "NOT LIKE" if expr.negated else "LIKE"
-        return f"{quote_identifier(expr.ref.name)} {op} {render_literal(expr.pattern)}"
-    if isinstance(expr, Opaque):
-        return f"({expr.sql})"
-    if isinstance(expr, Literal):
-        return render_literal(expr.value)
-    if isinstance(expr, Ref):
-        return quote_identifier(expr.name)
-    raise TypeError(f"not a filter expression: {expr!r}")
+            ), _PREC_ATOM
+        return f"{column} {'NOT IN' if node.negated else 'IN'} ({values})", _PREC_ATOM
+
+    def visit_is_null(self, node: IsNull) -> tuple[str, int]:
+        column = quote_identifier(node.ref.name)
+        return f"{column} IS {'NOT NULL' if node.negated else 'NULL'}", _PREC_ATOM
+
+    def visit_like(self, node: Like) -> tuple[str, int]:
+        op = "NOT LIKE" if node.negated else "LIKE"
+        return f"{quote_identifier(node.ref.name)} {op} {render_literal(node.pattern)}", _PREC_ATOM
+
+    def visit_opaque(self, node: Opaque) -> tuple[str, int]:
+        return f"({node.sql})", _PREC_ATOM
+
+    def visit_literal(self, node: Literal) -> tuple[str, int]:
+        return render_literal(node.value), _PREC_ATOM
+
+    def visit_ref(self, node: Ref) -> tuple[str, int]:
+        return quote_identifier(node.name), _PREC_ATOM
 
 
 def to_sql(expr: Expr) -> str:
@@ -236,7 +254,7 @@ def to_sql(expr: Expr) -> str:
     ``parse_filter(to_sql(e)) == e`` for every AST the parser produces (NaN
     literals aside). ``In`` with no values renders as FALSE (TRUE if negated).
     """
-    return _render(expr, 0)
+    return visit(expr, _SqlRenderer())[0]
 
 
 def to_lance_sql(expr: Expr) -> str:
@@ -246,7 +264,7 @@ def to_lance_sql(expr: Expr) -> str:
     Example: ``to_lance_sql(In(Ref("x"), (Literal(5),), negated=True))`` is
     ``'((x NOT IN (5) AND x IS NOT NULL) OR (x IS NULL AND NULL))'``.
     """
-    return _render(expr, 0, lance=True)
+    return visit(expr, _SqlRenderer(lance=True))[0]
 
 
 def escape_like(text: str) -> str:

@@ -1,6 +1,11 @@
-"""Binding a filter literal to its column's type, exactly or not at all.
+"""Binding a filter to a namespace schema: columns to field ids, literals to column types.
 
-Rules (FORMAT.md §7 "Literals"):
+``bind`` is the one step between parsing a filter and using it. It checks that
+every column exists, gives every column reference its namespace field id
+(``Ref.field_id``: pruning matches partition fields by source field id), and
+converts each literal to its column's type, exactly or not at all.
+
+Literal rules (FORMAT.md §7 "Literals"):
 
 - a literal converts to the column type only when the conversion is exact;
   an inexact one (``1.5`` against an int64 column) leaves the predicate
@@ -15,19 +20,36 @@ Rules (FORMAT.md §7 "Literals"):
   wall clock. A wall-clock time the zone shows twice or never is refused.
   A literal with an offset (or ``Z``, or a zone-aware Python/pyarrow value)
   is an instant.
+
+Binding is pure. What only Lance can tell (whether it can plan an ``Opaque``
+part) is checked by ``operations.filter_check`` after binding.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 from typing import Any
 
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format import zones
+from lance_partitioned.format.expressions import (
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Opaque,
+    Ref,
+)
 from lance_partitioned.format.filters.literal_text import parse_date, parse_time, parse_timestamp
+from lance_partitioned.format.filters.render import render_literal, to_sql
+from lance_partitioned.format.filters.visitor import Rewriter, referenced_columns, visit
+from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import is_bytes, is_numeric, is_text
 
 _ARROW_ERRORS = (
@@ -173,3 +195,108 @@ def cast_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, An
         # ``fold``, which is wrong around the hour a zone's clocks are set back
         out = out.astimezone(dt.timezone.utc)
     return True, out
+
+
+# -- binding a filter ---------------------------------------------------------
+
+
+def _exact_for(lit: Literal, target: pa.DataType) -> Literal:
+    """A literal for Lance to compare with a ``target`` column it cannot be cast to.
+
+    Lance refuses a number an integer or decimal column's type cannot hold
+    (``j < 3000000000`` on int32, ``i < 2.5e0``, ``amount > 4.995e0`` on
+    decimal(12,2): "could not convert to literal of type ..."), but compares a
+    decimal literal with such columns exactly. The column's values are multiples
+    of a unit (1, or 10^-scale) within a bound (2^64, or 10^(precision-scale)), so
+    a number beyond the bound compares like the bound and one between two
+    multiples like the midpoint: the literal is handed over as that short decimal,
+    with the same answer for every row. Other literals are left to Lance.
+    """
+    v = lit.value
+    if pa.types.is_integer(target):
+        unit, bound = decimal.Decimal(1), decimal.Decimal(2**64)
+    elif pa.types.is_decimal(target):
+        unit = decimal.Decimal(1).scaleb(-target.scale)
+        bound = decimal.Decimal(1).scaleb(target.precision - target.scale)
+    else:
+        return lit
+    if isinstance(v, bool):
+        return lit
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return lit
+        v = decimal.Decimal(v)  # the float's exact value
+    elif isinstance(v, int):
+        v = decimal.Decimal(v)
+    elif not (isinstance(v, decimal.Decimal) and v.is_finite()):
+        return lit
+    v = max(-bound, min(bound, v))
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80  # exact for every value left after clamping
+        whole = (v / unit).to_integral_value(rounding=decimal.ROUND_FLOOR) * unit
+        exact = whole if whole == v else whole + unit / 2
+    try:
+        render_literal(exact)
+    except ValueError:  # beyond 38 digits (a decimal(38, 0) column): Lance's own error stands
+        return lit
+    return Literal(exact)
+
+
+class _Binder(Rewriter):
+    """Bound references and typed literals; a predicate whose literal cannot be
+    converted exactly becomes Opaque, rendered with ``_exact_for``'s literal."""
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+
+    def _bound(self, ref: Ref) -> Ref:
+        return Ref(ref.name, self.schema.field_id(ref.name))
+
+    def visit_compare(self, node: Compare) -> Expr:
+        name = node.ref.name
+        t = self.schema.field(name).type
+        ok, v = cast_literal(node.literal.value, t, name)
+        if ok:
+            return Compare(node.op, self._bound(node.ref), Literal(v))
+        return Opaque(to_sql(Compare(node.op, node.ref, _exact_for(Literal(v), t))), (name,))
+
+    def visit_in(self, node: In) -> Expr:
+        name = node.ref.name
+        t = self.schema.field(name).type
+        vals = [cast_literal(lit.value, t, name) for lit in node.values]
+        if all(ok for ok, _ in vals):
+            return In(self._bound(node.ref), tuple(Literal(v) for _, v in vals), node.negated)
+        exact = In(
+            node.ref,
+            tuple(Literal(v) if ok else _exact_for(Literal(v), t) for ok, v in vals),
+            node.negated,
+        )
+        return Opaque(to_sql(exact), (name,))
+
+    def visit_is_null(self, node: IsNull) -> Expr:
+        return IsNull(self._bound(node.ref), node.negated)
+
+    def visit_like(self, node: Like) -> Expr:
+        return Like(self._bound(node.ref), node.pattern, node.negated)
+
+    def visit_ref(self, node: Ref) -> Expr:
+        return self._bound(node)
+
+
+def bind(expr: Expr, schema: Schema) -> Expr:
+    """``expr`` with every column reference bound to its field id in ``schema`` and
+    literals converted to their column types where exact.
+
+    A predicate whose literal cannot be converted exactly becomes Opaque: it
+    does not prune, and the scan still applies it with Lance's own coercion.
+    An unknown column, or a literal that cannot be compared with its column,
+    raises FilterError (``cast_literal`` states the rules, time zones included).
+    Pure: whether Lance can plan the filter is ``operations.filter_check``'s
+    question, asked by the scan after binding.
+    """
+    for name in referenced_columns(expr):
+        if not schema.has_field(name):
+            raise FilterError(
+                f"filter references unknown column {name!r}; columns are {schema.names}"
+            )
+    return visit(expr, _Binder(schema))

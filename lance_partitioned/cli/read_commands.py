@@ -1,0 +1,232 @@
+"""Commands that only read: describe, partitions, plan, explain, history/versions, tags,
+count, head. None of them writes anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import pyarrow as pa
+
+from lance_partitioned.cli.common import Context, shared_options
+from lance_partitioned.cli.output import emit, table
+from lance_partitioned.operations import describe as describe_ops
+
+
+def _columns(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [c.strip() for c in value.split(",") if c.strip()]
+    if not names:
+        raise click.BadParameter("name at least one column", param_hint="'--columns'")
+    return names
+
+
+@click.command()
+@shared_options
+def describe(ctx: Context) -> None:
+    """Schema, partition specs, partitions with row/file counts and sizes, and versions."""
+    ns = ctx.open()
+    if ctx.json:
+        emit(True, describe_ops.summary(ns.snapshot, ns.root), lambda c: None)
+    else:
+        click.echo(ns.describe())
+
+
+@click.command()
+@shared_options
+@click.option("--filter", "filter_", metavar="SQL", help="Only partitions this filter may match.")
+def partitions(ctx: Context, filter_: str | None) -> None:
+    """One row per partition: spec version, values, rows, files, bytes, read version."""
+    ns = ctx.open()
+    parts = describe_ops.summary(ns.snapshot, ns.root)["partitions"]
+    if filter_ is not None:
+        kept = {t.object_id for t in ns.plan(filter_)}
+        parts = [p for p in parts if p["object_id"] in kept]
+
+    def render(console: Any) -> None:
+        console.print(
+            table(
+                f"{len(parts)} partitions of {ns.root} (version {ns.version})",
+                ["spec", "values", "rows", "files", "bytes", "read at", "object_id"],
+                [
+                    [
+                        f"v{p['spec_id']}",
+                        p["values"],
+                        f"{p['rows']:,}",
+                        p["files"],
+                        describe_ops.human_bytes(p["bytes"]),
+                        p["pinned"],
+                        p["object_id"],
+                    ]
+                    for p in parts
+                ],
+            )
+        )
+
+    emit(ctx.json, parts, render)
+
+
+def _plan(ctx: Context, filter_: str) -> None:
+    ns = ctx.open()
+    tasks = ns.plan(filter_)
+    rows = [
+        {
+            "object_id": t.object_id,
+            "spec_id": t.spec_id,
+            "values": t.partition_values,
+            "location": t.location,
+            "read_version": t.read_version,
+            "read_tag": t.read_tag,
+            "read_branch": t.read_branch,
+            "filter": t.filter_sql,
+        }
+        for t in tasks
+    ]
+
+    def render(console: Any) -> None:
+        console.print(
+            table(
+                f"{len(rows)} of {len(ns.plan())} partitions to read",
+                ["spec", "values", "read version", "residual filter", "location"],
+                [
+                    [f"v{r['spec_id']}", r["values"], r["read_version"], r["filter"], r["location"]]
+                    for r in rows
+                ],
+            )
+        )
+
+    emit(ctx.json, rows, render)
+
+
+@click.command()
+@shared_options
+@click.argument("filter_", metavar="FILTER")
+def plan(ctx: Context, filter_: str) -> None:
+    """The partitions a scan with FILTER reads, each with its residual filter."""
+    _plan(ctx, filter_)
+
+
+@click.command()
+@shared_options
+@click.argument("filter_", metavar="FILTER")
+def explain(ctx: Context, filter_: str) -> None:
+    """How FILTER prunes: the __manifest predicate and partitions kept of all."""
+    ns = ctx.open()
+    scan = ns.scan(filter_)
+    data = {
+        "filter": scan.sql,
+        "version": ns.version,
+        "manifest_predicate": scan.manifest_sql,
+        "partitions": len(scan.leaves),
+        "partitions_total": len(ns.snapshot.leaves()),
+    }
+    emit(ctx.json, data, lambda console: console.print(scan.explain()))
+
+
+def _history(ctx: Context) -> None:
+    ns = ctx.open()
+    tags = ns.tags()
+    by_version: dict[int, list[str]] = {}
+    for name, v in tags.items():
+        by_version.setdefault(v, []).append(name)
+    rows = [
+        {
+            "version": v["version"],
+            "timestamp": v["timestamp"],
+            "tags": by_version.get(v["version"], []),
+            "read": v["version"] == ns.version,
+        }
+        for v in ns.versions()
+    ]
+
+    def render(console: Any) -> None:
+        console.print(
+            table(
+                f"__manifest versions of {ns.root} (* = the version read)",
+                ["version", "committed", "tags"],
+                [
+                    [
+                        f"{r['version']}{' *' if r['read'] else ''}",
+                        r["timestamp"],
+                        ", ".join(r["tags"]),
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+
+    emit(ctx.json, rows, render)
+
+
+@click.command()
+@shared_options
+def history(ctx: Context) -> None:
+    """__manifest versions (each one commit), with their time and tags."""
+    _history(ctx)
+
+
+@click.command()
+@shared_options
+def versions(ctx: Context) -> None:
+    """Same as history."""
+    _history(ctx)
+
+
+@click.command()
+@shared_options
+def tags(ctx: Context) -> None:
+    """Tag names and the __manifest version each names."""
+    found = ctx.open().tags()
+    emit(
+        ctx.json,
+        found,
+        lambda console: console.print(table("tags", ["tag", "version"], found.items())),
+    )
+
+
+@click.command()
+@shared_options
+@click.option("--filter", "filter_", metavar="SQL", help="Count only the rows matching it.")
+def count(ctx: Context, filter_: str | None) -> None:
+    """Number of rows (matching --filter)."""
+    n = ctx.open().count(filter_)
+    emit(ctx.json, {"rows": n}, lambda console: console.print(str(n)))
+
+
+@click.command()
+@shared_options
+@click.option("--filter", "filter_", metavar="SQL", help="Only rows matching it.")
+@click.option("--columns", metavar="A,B,...", help="Only these columns.")
+@click.option("-n", "--rows", "limit", default=10, show_default=True, type=click.IntRange(0))
+def head(ctx: Context, filter_: str | None, columns: str | None, limit: int) -> None:
+    """The first rows (matching --filter), read leaf by leaf until enough are found."""
+    scan = ctx.open().scan(filter_, columns=_columns(columns))
+    batches, got = [], 0
+    if limit:
+        for batch in scan.to_batches():
+            batches.append(batch.slice(0, limit - got))
+            got += batches[-1].num_rows
+            if got >= limit:
+                break
+    result = pa.Table.from_batches(batches, schema=scan.output_schema)
+    records = result.to_pylist()
+
+    def render(console: Any) -> None:
+        console.print(
+            table(None, result.column_names, ([r[c] for c in result.column_names] for r in records))
+        )
+
+    emit(ctx.json, records, render)
+
+
+COMMANDS = [describe, partitions, plan, explain, history, versions, tags, count, head]
+
+
+def register(group: click.Group) -> None:
+    """Add the read commands to ``group``."""
+    for command in COMMANDS:
+        group.add_command(command)
+
+
+__all__ = ["register"]

@@ -1,0 +1,1 @@
+"""The methods of ``PartitionedNamespace``, grouped by job (see ``base``)."""

@@ -1,0 +1,165 @@
+"""Evolution methods of ``PartitionedNamespace``: partition specs, columns,
+rewriting partitions and realigning field ids. None rewrites leaf data except
+``rewrite_partitions``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+
+from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.facade.base import NamespaceHandle, SpecLike, WriteResult, mutator
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations import evolution, realign
+from lance_partitioned.operations.partition_writer import PartitionWriter
+from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.progress import ProgressLike, reporter
+from lance_partitioned.operations.publish import WriteMode
+from lance_partitioned.operations.realign import RealignReport
+from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.write import WriteJob
+
+
+class EvolutionMethods(NamespaceHandle):
+    """Evolution methods of ``PartitionedNamespace``: partition specs, columns,"""
+
+    @mutator
+    def evolve_spec(self, spec: SpecLike) -> PartitionSpec:
+        """Add partition spec version N+1; new writes use it. No data is rewritten.
+
+        ``spec`` is anything ``create`` accepts. Existing partitions stay under
+        their own spec version and reads prune each version by its own spec.
+        Returns the new ``PartitionSpec``.
+
+        Example::
+
+            ns.evolve_spec("year(event_date), country")
+        """
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        new = evolution.evolve_spec(self._manifest, snapshot, spec)
+        self.refresh()
+        return new
+
+    @mutator
+    def rewrite_partitions(
+        self, filter: FilterLike = None, progress: ProgressLike = None
+    ) -> WriteResult:
+        """Move partitions written under older specs into the current spec, in one atomic commit.
+
+        Partitions of the current spec whose rows do not have the partition's
+        values (time fields of a zoned column written by 0.1 in UTC, which
+        ``validate()`` reports) are rewritten too, each into new leaves.
+        ``filter`` limits the rewrite to partitions it may match (whole partitions
+        move). ``progress`` reports partitions moved (see ``append``). Readers see
+        the old partitions or the new ones, never both or neither.
+
+        Example::
+
+            ns.rewrite_partitions("event_date < '2025-01-01'")
+        """
+        with WriteJob.begin(self._manifest, WriteMode.APPEND, "rewrite_partitions") as job:
+            snapshot = job.snapshot
+            current = snapshot.current_spec.spec_id
+            scan = Scan(snapshot, filter)
+            misplaced = misplaced_leaves(
+                snapshot, [leaf for leaf in scan.leaves if leaf.spec_id == current]
+            )
+            old = [
+                leaf
+                for leaf in scan.leaves
+                if leaf.spec_id != current or leaf.object_id in misplaced
+            ]
+            if not old:
+                return WriteResult(snapshot.version, 0, 0, 0)
+            # the old leaves go in the same commit; misplaced current-spec ones
+            # get new leaves for their rows, never appends
+            job.replaces = [leaf.object_id for leaf in old]
+            everything = Scan(snapshot)
+
+            def fill(writer: PartitionWriter) -> None:
+                with reporter(progress, "rewrite_partitions", "partitions") as moved:
+                    moved.start(len(old))
+                    for leaf in old:
+                        for batch in everything._leaf_batches(leaf):
+                            writer.write(batch)
+                        moved.advance()
+
+            written = job.write(fill)
+            self._snapshot = job.commit(written) or job.snapshot
+        return WriteResult.of(self._snapshot.version, written)
+
+    @mutator
+    def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:
+        """Add column ``name`` of Arrow ``type`` with a fresh field id; existing rows read NULL.
+
+        ``nullable=False`` is refused when rows exist. Returns the new ``Schema``.
+
+        Example::
+
+            ns.add_column("score", pa.float64())
+        """
+        return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))
+
+    @mutator
+    def rename_column(self, old: str, new: str) -> Schema:
+        """Rename column ``old`` to ``new``. Its field id is stable, so specs and pruning keep working.
+
+        Example::
+
+            ns.rename_column("country", "nation")
+        """
+        return self._evolve_schema(lambda s: s.rename_column(old, new))
+
+    @mutator
+    def drop_column(self, name: str) -> Schema:
+        """Drop column ``name``; refused while the current spec partitions by it.
+
+        Older specs that used it read it as NULL. Returns the new ``Schema``.
+
+        Example::
+
+            ns.drop_column("legacy")
+        """
+        return self._evolve_schema(lambda s: s.drop_column(name))
+
+    @mutator
+    def widen_column(self, name: str, type: pa.DataType) -> Schema:
+        """Widen column ``name`` to Arrow ``type`` losslessly (int32→int64, float→double,
+        decimal precision up). identity and truncate partition fields on the column
+        widen with it. Returns the new ``Schema``.
+
+        Example::
+
+            ns.widen_column("id", pa.int64())
+        """
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        schema = evolution.widen_column(self._manifest, snapshot, name, type)
+        self.refresh()
+        return schema
+
+    def _evolve_schema(self, change: Callable[[Schema], Schema]) -> Schema:
+        snapshot = Snapshot.load(self._manifest, for_write=True)
+        schema = evolution.update_schema(
+            self._manifest, snapshot, change(evolution.evolving_schema(snapshot))
+        )
+        self.refresh()
+        return schema
+
+    @mutator
+    def realign_field_ids(self) -> RealignReport:
+        """Give every partition whose Lance field ids drift from the namespace's the
+        namespace ``lance:field_id``s (seed 000), in one atomic transaction.
+
+        Leaves written by versions of this library before issue 10 may drift
+        (``validate()`` reports them). Data files are reused, not rewritten, except
+        fragments with deleted rows; aligned partitions are not touched.
+
+        Example::
+
+            report = ns.realign_field_ids()
+        """
+        report = realign.realign_field_ids(self._manifest)
+        self.refresh()
+        return report

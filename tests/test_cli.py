@@ -1,0 +1,257 @@
+"""The ``lance-partitioned`` command (issue 14 item 1), run as users run it: in a
+subprocess, through ``python -m lance_partitioned`` (the same ``main`` as the
+console script), checking output and exit codes.
+
+Expected values come from the input table with pyarrow.compute, from plain
+pylance on ``__manifest``, or from the files on disk; never from our code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_partitioned as lp
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = pa.schema([("id", pa.int32()), ("country", pa.string()), ("amount", pa.float64())])
+COUNTRIES = ["FR", "US", "DE", "US", "FR", "US", "JP", "US"]
+
+
+def run(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    out = subprocess.run(
+        [sys.executable, "-m", "lance_partitioned", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if ok is not None:
+        assert out.returncode == ok, (args, out.returncode, out.stdout, out.stderr)
+    return out
+
+
+def run_json(*args: str) -> object:
+    return json.loads(run(*args, "--json").stdout)
+
+
+def tree_digest(root: str) -> str:
+    """A digest of every file path and its bytes under ``root``."""
+    h = hashlib.sha256()
+    for dirpath, _dirs, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            path = os.path.join(dirpath, name)
+            h.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def data() -> pa.Table:
+    n = len(COUNTRIES)
+    return pa.table(
+        {"id": list(range(n)), "country": COUNTRIES, "amount": [i * 1.5 for i in range(n)]},
+        SCHEMA,
+    )
+
+
+@pytest.fixture
+def root(tmp_path, data) -> str:
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "country")
+    ns.append(data)
+    return ns.root
+
+
+def manifest_versions(root: str) -> list[int]:
+    return [v["version"] for v in lance.dataset(os.path.join(root, "__manifest")).versions()]
+
+
+def test_console_script_is_declared_and_resolves_to_main():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, attr = scripts["lance-partitioned"].partition(":")
+    import importlib
+
+    target = getattr(importlib.import_module(module), attr)
+    assert callable(target)
+    # python -m runs the same function
+    main_src = (REPO / "lance_partitioned" / "__main__.py").read_text()
+    assert f"from {module} import {attr}" in main_src
+
+
+def test_help_and_usage_errors_exit_2(root):
+    out = run("--help")
+    for command in ["describe", "partitions", "plan", "explain", "history", "versions", "tags"]:
+        assert command in out.stdout
+    unknown = run("no-such-command", ok=2).stderr
+    assert unknown.startswith("error: No such command") and unknown.count("\n") == 1
+    bad = run("count", root, "--storage-option", "novalue", ok=2)
+    assert "key=value" in bad.stderr
+    assert "duration" in run("cleanup", root, "--older-than", "soon", ok=2).stderr
+    assert "unknown type" in run("add-column", root, "x", "notatype", ok=2).stderr
+
+
+def test_describe_text_and_json(root, data):
+    out = run("describe", root).stdout
+    assert out.startswith(f"Partitioned namespace {root}")
+    assert f"{data.num_rows} rows in all" in out
+    info = run_json("describe", root)
+    assert info["rows"] == data.num_rows
+    counts = pc.value_counts(data["country"]).to_pylist()
+    expected = sorted((c["values"], c["counts"]) for c in counts)
+    got = [(p["values"]["country"], p["rows"]) for p in info["partitions"]]
+    assert got == expected  # sorted by value
+    assert info["version"] == manifest_versions(root)[-1]
+    assert info["files"] == len(expected)
+
+
+def test_partitions_plan_explain(root, data):
+    parts = run_json("partitions", root)
+    assert sorted(p["values"]["country"] for p in parts) == sorted(set(COUNTRIES))
+    kept = run_json("partitions", root, "--filter", "country IN ('US', 'JP')")
+    assert sorted(p["values"]["country"] for p in kept) == ["JP", "US"]
+
+    plan = run_json("plan", root, "country = 'FR' AND amount > 1")
+    assert [t["values"]["country"] for t in plan] == ["FR"]
+    assert plan[0]["filter"] is not None and "amount" in plan[0]["filter"]
+    explain = run_json("explain", root, "country = 'FR'")
+    assert (explain["partitions"], explain["partitions_total"]) == (1, len(set(COUNTRIES)))
+    assert "partitions: 1 of" in run("explain", root, "country = 'FR'").stdout
+
+
+def test_count_and_head(root, data):
+    us = pc.equal(data["country"], "US")
+    assert run_json("count", root) == {"rows": data.num_rows}
+    assert run("count", root, "--filter", "country = 'US'").stdout.strip() == str(
+        pc.sum(us).as_py()
+    )
+    rows = run_json("head", root, "--filter", "country = 'US'", "--columns", "id,amount", "-n", "3")
+    assert len(rows) == 3 and all(set(r) == {"id", "amount"} for r in rows)
+    us_ids = set(data.filter(us)["id"].to_pylist())
+    assert {r["id"] for r in rows} <= us_ids
+    text = run("head", root, "--columns", "country", "-n", "2").stdout
+    assert "country" in text
+    assert "unknown column 'nope'" in run("head", root, "--columns", "nope", ok=1).stderr
+
+
+def test_tags_history_and_version_selection(root, data):
+    assert run_json("tag", root, "before") == {
+        "tag": "before",
+        "version": manifest_versions(root)[-1],
+    }
+    lp.open(root).append(data)  # a second commit
+    assert run_json("tags", root) == {"before": manifest_versions(root)[-2]}
+    hist = run_json("history", root)
+    assert [h["version"] for h in hist] == manifest_versions(root)
+    assert [h["tags"] for h in hist if h["tags"]] == [["before"]]
+    assert run_json("versions", root) == hist
+    assert run_json("count", root) == {"rows": 2 * data.num_rows}
+    assert run_json("count", root, "--version", "before") == {"rows": data.num_rows}
+    first = manifest_versions(root)[-3]  # the empty namespace, before the first append
+    assert run_json("count", root, "--version", str(first)) == {"rows": 0}
+    assert "tagged version" in run("tag", root, "old", "--version", str(first)).stdout
+    assert run_json("tags", root)["old"] == first
+    run("tag", root, "old", "--delete")
+    assert "old" not in run_json("tags", root)
+    err = run("count", root, "--version", "no-such-tag", ok=1).stderr
+    assert err.startswith("error: ") and "no-such-tag" in err
+
+
+def test_evolution_commands(root):
+    run("evolve", root, "bucket(4, id)")
+    ns = lp.open(root)
+    assert max(ns.specs) == 2
+    run("add-column", root, "note", "string")
+    run("add-column", root, "price", "decimal(10,2)")
+    run("rename-column", root, "note", "comment")
+    run("widen-column", root, "id", "int64")
+    out = run_json("drop-column", root, "price")
+    schema = lp.open(root).schema.arrow
+    assert schema.names == ["id", "country", "amount", "comment"]
+    assert schema.field("id").type == pa.int64()
+    assert out["columns"] == {
+        "id": "int64",
+        "country": "string",
+        "amount": "double",
+        "comment": "string",
+    }
+
+
+def test_maintenance_commands(root, data):
+    lp.open(root).append(data)  # small files to merge
+    report = run_json("compact", root)
+    assert report["leaves_compacted"] == len(set(COUNTRIES))
+    assert run_json("cleanup", root, "--older-than", "0")["manifest_versions_removed"] > 0
+    assert "vacuum: done" in run("vacuum", root, "--older-than", "0s").stdout
+    assert run_json("validate", root) == {"valid": True, "problems": []}
+    assert "valid" in run("validate", root).stdout
+    assert run_json("repair", root) == {"repaired": []}
+    assert run_json("count", root) == {"rows": 2 * data.num_rows}
+
+
+def test_validate_exits_1_on_a_problem(root):
+    # a leaf whose files are gone (by hand): validate reports it and exits 1
+    ns = lp.open(root)
+    leaf = ns.plan("country = 'JP'")[0]
+    import shutil
+
+    shutil.rmtree(leaf.uri)
+    out = run("validate", root, "--json", ok=1)
+    result = json.loads(out.stdout)
+    assert result["valid"] is False and any(leaf.object_id in p for p in result["problems"])
+
+
+def test_user_errors_one_line_exit_1_and_change_nothing(tmp_path, root):
+    missing = run("describe", str(tmp_path / "nowhere"), ok=1)
+    assert missing.stderr.startswith("error: ") and missing.stderr.count("\n") == 1
+    assert "Traceback" not in missing.stderr and missing.stdout == ""
+
+    before = tree_digest(root)
+    for args in [
+        ("evolve", root, "year(nope)"),  # unknown column
+        ("drop-column", root, "country"),  # the spec partitions by it
+        ("rename-column", root, "nope", "other"),
+        ("count", root, "--filter", "nope = 1"),
+        ("evolve", root, "bucket(4, id)", "--version", "2"),  # pinned handles do not write
+        ("cleanup", root, "--older-than", "-1d"),
+    ]:
+        out = run(*args, ok=None)
+        assert out.returncode in (1, 2), (args, out.stderr)
+        assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, args
+    assert tree_digest(root) == before
+
+    debug = run("evolve", root, "year(nope)", "--debug", ok=1)
+    assert "Traceback" in debug.stderr and debug.stderr.rstrip().splitlines()[-1].startswith(
+        "error: "
+    )
+    assert tree_digest(root) == before
+
+
+def test_storage_options_are_passed_through(root, data):
+    # a repeatable option reaches Lance: an option Lance knows for local files is accepted
+    out = run_json("count", root, "-s", "allow_http=true", "--storage-option", "timeout=30s")
+    assert out == {"rows": data.num_rows}
+
+
+def test_nothing_below_the_cli_imports_it():
+    """The cli is the top layer: no other module of the package imports it."""
+    package = REPO / "lance_partitioned"
+    importers = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if "lance_partitioned.cli" in p.read_text()
+        and p.parent.name != "cli"
+        and p.name != "__main__.py"
+    )
+    assert importers == []
