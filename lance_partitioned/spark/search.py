@@ -50,11 +50,12 @@ from lance_partitioned.search.api import (
     check_probe_options,
     partition_columns,
     resolve_metric,
+    resolve_refine,
     vector_column,
     vector_top_k,
 )
 from lance_partitioned.search.definitions import SearchError, load_definitions, vector_dimension
-from lance_partitioned.search.query import leaf_context
+from lance_partitioned.search.query import leaf_context, open_pinned
 from lance_partitioned.spark.planning import load_snapshot
 from lance_partitioned.spark.types import BatchConformer, arrow_to_spark, spark_arrow_schema
 
@@ -203,7 +204,7 @@ def plan_search(
         metric=resolved_metric,
         k=k,
         nprobes=nprobes,
-        refine_factor=refine_factor,
+        refine_factor=resolve_refine(defs, schema, vcol, refine_factor),
         storage_options=storage_options,
     )
 
@@ -241,7 +242,12 @@ def search_group(plan: SearchPlan, group: int, queries: pa.Table) -> pa.Table:
     qs = _query_vectors(plan, ids, queries.column("_lp_query").to_pylist())
 
     def context(t: LeafTarget):
-        ds = open_leaf_dataset(t.uri, t.leaf, plan.storage_options)
+        ds = open_pinned(
+            t.uri,
+            t.leaf,
+            plan.storage_options,
+            lambda: open_leaf_dataset(t.uri, t.leaf, plan.storage_options),
+        )
         return leaf_context(
             ds,
             plan.schema,
