@@ -76,14 +76,19 @@ def _stage(
     published: Leaf | None,
     mode: WriteMode,
     staged: StagedSet,
+    new_layout: IdLayout | None,
 ) -> StagedLeaf:
-    """Stage one leaf of a write: a new dataset for a new partition, else a new version."""
+    """Stage one leaf of a write: a new dataset for a new partition, else a new version.
+
+    ``new_layout`` is ``namespace_layout(snapshot.schema)``, computed once per
+    commit by the caller (it is needed for every new leaf).
+    """
     uri = snapshot.leaf_uri(lw.location)
     opts = snapshot.manifest.storage_options
     if lw.is_new:
+        assert new_layout is not None
         staged.new_dirs.append(uri)
-        layout: IdLayout = namespace_layout(snapshot.schema)
-        return stage_new_leaf(uri, layout, lw.fragment_metadata(), staged.txn, opts)
+        return stage_new_leaf(uri, new_layout, lw.fragment_metadata(), staged.txn, opts)
     assert published is not None
     return _stage_existing(uri, lw, published, mode, staged, opts, snapshot)
 
@@ -254,12 +259,17 @@ def commit_write(
         planned = {lw.object_id: by_id[lw.object_id] for lw in existing}
     pause_point("files_written")
     published: int | None = None
+    new_layout = (
+        namespace_layout(snapshot.schema)
+        if any(lw.is_new for lw in written.leaves.values())
+        else None
+    )
     own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
     staged.lease = lease or own
     try:
         run_parallel(
             list(written.leaves.values()),
-            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged),
+            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged, new_layout),
             lambda lw, s: staged.leaves.__setitem__(lw.object_id, s),
         )
         pause_point("leaves_staged")
