@@ -40,9 +40,7 @@ os.environ.setdefault("LANCE_LOG", "error")  # Lance warns per search otherwise
 import argparse  # noqa: E402
 import importlib.metadata as md  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import resource  # noqa: E402
-import shlex  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -57,6 +55,8 @@ import pyarrow as pa  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import bench_env  # noqa: E402
+
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.search.api import DEFAULT_REFINE_FACTOR  # noqa: E402
 
@@ -64,41 +64,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "search.md"
 K = 10
 NPROBES_SWEEP = (None, 20, 40, 80, 160, 320, 640)
-
-
-def machine_info() -> list[str]:
-    def version(dist: str) -> str:
-        try:
-            return md.version(dist)
-        except md.PackageNotFoundError:
-            return "not installed"
-
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = "?"
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    pkgs = ["lance-partitioned", "pylance", "lancedb", "pyarrow", "numpy"]
-    return [
-        f"- nproc: {cores}, CPU: {cpu}, memory: {mem}",
-        f"- OS: {platform.platform()}, python {platform.python_version()}",
-        "- packages: " + ", ".join(f"{p} {version(p)}" for p in pkgs),
-    ]
-
-
-def loadavg() -> str:
-    try:
-        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
+RECALL_CHECK = 0.9  # below this the script fails: the search would be wrong, not slow
 
 
 def cpu_seconds() -> float:
@@ -252,12 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workdir", default="/tmp/lp_search_bench")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="'' to skip writing")
     args = p.parse_args(argv)
-    command = "python benchmarks/search_bench.py " + " ".join(
-        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
-    )
-    load_start, t_start, started = loadavg(), time.perf_counter(), time.strftime("%Y-%m-%d %H:%M")
-    info = machine_info()
-    print("\n".join(info), flush=True)
+    command = bench_env.command(__file__, argv)
+    load_start, t_start, started = bench_env.loadavg(), time.perf_counter(), bench_env.utc_now()
 
     work = Path(args.workdir)
     shutil.rmtree(work, ignore_errors=True)
@@ -368,11 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     text = report(
         args,
-        command,
-        info,
-        started,
-        (load_start, loadavg()),
-        time.perf_counter() - t_start,
+        bench_env.header_lines(
+            "Search benchmark", command, started, load_start, time.perf_counter() - t_start
+        )
+        + [f"- lancedb {md.version('lancedb')}", ""],
         dict(lists_tenant=lists_tenant, lists_all=lists_all, per_tenant=per_tenant, params=params),
         ours_build,
         big_build,
@@ -383,12 +344,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         big_u,
     )
     print("\n" + text)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        print(f"written to {out}")
+    bench_env.write_report(args.out, text)
     shutil.rmtree(work, ignore_errors=True)
+    # The answer check: our searches must find the true neighbours (numpy brute force).
+    if min(ours_t.recall, ours_u.recall) < RECALL_CHECK:
+        print(f"answer check failed: recall@10 below {RECALL_CHECK}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -397,8 +358,7 @@ def _ratio(a: float, b: float) -> str:
 
 
 def report(
-    args, command, info, started, loads, total, shape, ours_build, big_build, ours_t, floor_t,
-    ldb_t, ours_u, big_u,
+    args, header, shape, ours_build, big_build, ours_t, floor_t, ldb_t, ours_u, big_u,
 ) -> str:  # fmt: skip
     def goal(value: float, limit: float) -> str:
         return f"≤ {limit}×: {'met' if value <= limit else '**not met**'}"
@@ -407,13 +367,7 @@ def report(
     r_floor = ours_t.latency_ms / floor_t.latency_ms
     r_big = ours_u.latency_ms / big_u.latency_ms
     lines = [
-        "# Search benchmark",
-        "",
-        f"Command: `{command}` (started {started}, {total:.0f} s in all)",
-        "",
-        *info,
-        f"- load average at start / end: {loads[0]} / {loads[1]}",
-        "",
+        *header,
         f"Data: {args.rows:,} × {args.dim} float32, clustered ({args.clusters} clusters per "
         f"tenant), {args.tenants} tenants of {shape['per_tenant']:,} rows; partition key = tenant. "
         f"Index: {args.index} {shape['params'] or ''}, about {args.rows_per_list} rows per IVF list "
@@ -447,6 +401,8 @@ def report(
             if min(ours_t.recall, ours_u.recall) >= 0.95
             else f"**not met** ({ours_t.recall:.3f} / {ours_u.recall:.3f})"
         )
+        + f" Answer check (our recall@10 ≥ {RECALL_CHECK} against numpy brute force): "
+        + ("passed" if min(ours_t.recall, ours_u.recall) >= RECALL_CHECK else "**failed**")
         + ".",
         "",
     ]

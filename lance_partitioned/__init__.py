@@ -6,6 +6,7 @@ ns.append(table)
 ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 """
 
+from lance_partitioned.convert import ConvertResult, convert
 from lance_partitioned.errors import (
     ColumnNotFoundError,
     CommitConflictError,
@@ -20,22 +21,30 @@ from lance_partitioned.errors import (
     RetentionError,
     SchemaError,
     SpecError,
+    StorageError,
+    UnsafeStoreError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
 from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
+from lance_partitioned.namespace_interface import register as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
 from lance_partitioned.operations.staged_check import StagedFilesMissingError
+from lance_partitioned.seed003 import Seed003Namespace
 
 __version__ = "0.1.0"
+
+# lance_namespace.connect("partitioned", {"root": ...}) finds our read-only LanceNamespace
+_register_namespace_impl()
 
 __all__ = [
     "ColumnNotFoundError",
     "CommitConflictError",
+    "ConvertResult",
     "CyclicPartitionWarning",
     "DeleteResult",
     "ForeignChangeError",
@@ -53,11 +62,15 @@ __all__ = [
     "RetentionError",
     "Schema",
     "SchemaError",
+    "Seed003Namespace",
     "SpecError",
     "StagedFilesMissingError",
+    "StorageError",
+    "UnsafeStoreError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "WriteResult",
+    "convert",
     "create",
     "open",
     "parse_spec",

@@ -90,3 +90,15 @@ class CyclicPartitionWarning(UserWarning):
 
     Seed 000's ``date_part`` values are cyclic (month 1-12, day 1-31, hour 0-23),
     so such a field prunes a range only when the range covers less than a cycle."""
+
+
+class StorageError(PartitionedNamespaceError, OSError):
+    """The storage holding a root cannot be used: a missing bucket, denied credentials, an
+    unreachable endpoint, or a path that holds something else. The message names the path
+    and the cause (never a secret); nothing was changed."""
+
+
+class UnsafeStoreError(StorageError):
+    """The store cannot make a Lance commit atomic (it ignores conditional writes) and no
+    commit lock is configured, so a concurrent writer could silently lose an update. Nothing
+    is written; the message names the fix (docs/TRANSACTIONS.md, "Object stores")."""

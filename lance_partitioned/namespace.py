@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lance
 import pyarrow as pa
@@ -12,10 +12,11 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, layout
 from lance_partitioned.catalog.manifest import (
     Manifest,
+    check_create_target,
     manifest_schema,
 )
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import NamespaceExistsError
+from lance_partitioned.errors import NotAPartitionedNamespaceError
 from lance_partitioned.facade.base import (
     NamespaceHandle,
     SchemaLike,
@@ -48,6 +49,10 @@ __all__ = [
     "to_schema",
     "NamespaceHandle",
 ]
+
+if TYPE_CHECKING:
+    from lance_partitioned.seed003 import Seed003Namespace
+
 log = logging.getLogger(__name__)
 
 
@@ -84,8 +89,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
         warn_cyclic_fields(ns_spec, ns_schema)
         manifest = Manifest(root, storage_options)
-        if manifest._local_exists():
-            raise NamespaceExistsError(f"{root!r} already contains a __manifest table")
+        check_create_target(manifest)
         metadata = {**evolution.schema_metadata(ns_schema), ns_spec.key: ns_spec.to_json_str()}
         columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
         first_row = pa.Table.from_pylist(
@@ -99,7 +103,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
             schema=manifest_schema(columns),
         )
         ds = lance.write_dataset(
-            first_row, manifest.uri, mode="create", storage_options=storage_options
+            first_row, manifest.uri, mode="create", storage_options=manifest.storage_options
         )
         ds.update_metadata(metadata)
         return cls(manifest, Snapshot.load(manifest))
@@ -291,7 +295,7 @@ def open(
     version: int | str | None = None,
     storage_options: dict[str, str] | None = None,
     asof: Any = None,
-) -> PartitionedNamespace:  # noqa: A001
+) -> PartitionedNamespace | Seed003Namespace:  # noqa: A001
     """Open the partitioned namespace at ``root``.
 
     At its latest ``__manifest`` version, or at ``version`` (a number or a tag
@@ -299,12 +303,23 @@ def open(
     handle opened at an old version is pinned: it reads that snapshot and
     refuses writes. ``storage_options`` go to Lance for object stores.
 
+    A root in seed 003's earlier layout opens as a read-only ``Seed003Namespace``
+    (scan, plan, count; ``lp.convert`` rewrites it in seed 000's layout).
+
     Example::
 
         ns = lp.open("/data/events")
         old = lp.open("/data/events", version="before-backfill")
     """
-    return PartitionedNamespace.open(root, version, storage_options, asof=asof)
+    try:
+        return PartitionedNamespace.open(root, version, storage_options, asof=asof)
+    except NotAPartitionedNamespaceError:
+        # seed 003's earlier layout opens read-only (lp.convert rewrites it)
+        from lance_partitioned import seed003
+
+        if version is None and asof is None and seed003.detect(str(root), storage_options):
+            return seed003.Seed003Namespace.open(str(root), storage_options)
+        raise
 
 
 __all__ = ["PartitionedNamespace", "PartitionField", "WriteResult", "create", "open"]

@@ -1,4 +1,5 @@
-"""Shared fixtures: small real-ish data, TPC-H from tpchgen-cli, and one Spark session per run."""
+"""Shared fixtures: small real-ish data, TPC-H from tpchgen-cli, one Spark session per run,
+and the storage the core suites run on: local disk and a real S3-compatible server."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 
 import pyarrow as pa
 import pytest
+from s3_support import MotoServer, Store
 
 from demo import tpch
 
@@ -73,3 +75,28 @@ def spark():
     session = local_session("local[2]", "lance_partitioned-tests", shuffle_partitions=4)
     yield session
     stop_session(session)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's standalone S3 server on a free 127.0.0.1 port, for the whole run; stopped
+    (by its pid) at the end."""
+    pytest.importorskip("moto.server")
+    server = MotoServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    """Where a test's namespaces live: ``local`` (tmp_path) or ``s3`` (a fresh bucket on the
+    moto server). On S3 the credentials and endpoint come from the standard AWS environment
+    variables, so ``lp.open(root)`` and worker processes need no storage_options."""
+    if request.param == "local":
+        yield Store("local", str(tmp_path))
+        return
+    server = request.getfixturevalue("s3_server")
+    with pytest.MonkeyPatch.context() as env:  # its own: a test's monkeypatch.undo() keeps it
+        for key, value in server.env().items():
+            env.setenv(key, value)
+        yield Store("s3", f"s3://{server.new_bucket()}", server)

@@ -36,9 +36,9 @@ D = dt.date
 
 
 @pytest.fixture
-def appendix_d(tmp_path):
+def appendix_d(store):
     """v1 partitions by event_date, v2 by year(event_date), country (seed 000 Appendix D)."""
-    ns = lp.create(str(tmp_path / "d"), SCHEMA, "event_date")
+    ns = lp.create(store.root("d"), SCHEMA, "event_date")
     v1_rows = [
         (D(2025, 12, 10), "US"),
         (D(2025, 12, 10), "FR"),
@@ -153,9 +153,9 @@ def test_drop_column_and_older_specs_read_it_as_null(appendix_d):
     assert ns.count("event_date = '2026-06-01'") == 1
 
 
-def test_widening_keeps_bucket_values(tmp_path):
+def test_widening_keeps_bucket_values(store):
     schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.float32())])
-    ns = lp.create(str(tmp_path / "w"), schema, "bucket(8, k)")
+    ns = lp.create(store.root("w"), schema, "bucket(8, k)")
     ns.append(
         pa.table({"k": pa.array(range(100), pa.int32()), "v": pa.array([1.0] * 100, pa.float32())})
     )
@@ -177,9 +177,9 @@ def test_widening_keeps_bucket_values(tmp_path):
     assert lp.open(ns.root).version == version
 
 
-def test_widening_widens_identity_and_truncate_partition_columns(tmp_path):
+def test_widening_widens_identity_and_truncate_partition_columns(store):
     schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.int64())])
-    ns = lp.create(str(tmp_path / "w"), schema, "k, truncate(10, k) AS kt, bucket(4, k) AS kb")
+    ns = lp.create(store.root("w"), schema, "k, truncate(10, k) AS kt, bucket(4, k) AS kb")
     ns.append(pa.table({"k": pa.array([1, 12], pa.int32()), "v": [1, 2]}))
     before = lp.open(ns.root).version
     ns.widen_column("k", pa.int64())
@@ -216,8 +216,8 @@ def test_section4_write_new_column_into_old_leaf(appendix_d):
     assert ns.count("score = 3.0") == 1 and ns.validate() == []
 
 
-def test_section4_read_impossible_cast_is_reported(tmp_path):
-    ns = lp.create(str(tmp_path / "bad"), SCHEMA, "country")
+def test_section4_read_impossible_cast_is_reported(store):
+    ns = lp.create(store.root("bad"), SCHEMA, "country")
     ns.append(events([(D(2025, 1, 1), "US")]))
     (task,) = ns.plan()
     # a foreign tool rewrites the leaf with an incompatible type for event_date

@@ -32,8 +32,8 @@ from lance_partitioned.operations.staging import stage_leaf
 
 
 @pytest.fixture
-def ns(tmp_path):
-    ns = lp.create(str(tmp_path / "ns"), SCHEMA, SPEC)
+def ns(store):
+    ns = lp.create(store.root("ns"), SCHEMA, SPEC)
     for i in range(6):
         ns.append(rows(f"t{i}", [0, 1, 2], 2, 100 * i))
     return ns
@@ -178,8 +178,8 @@ def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):
     assert state(ns.root) == expected + table_state(rows("next", [1, 2, 5], 1, 7000))
 
 
-def test_maintenance_while_writers_and_readers_run(tmp_path):
-    root = str(tmp_path / "ns")
+def test_maintenance_while_writers_and_readers_run(tmp_path, store):
+    root = store.root("ns")
     ns = lp.create(root, SCHEMA, SPEC)
     init = rows("init", [0, 1, 2, 3], 1, 10**9)
     successes = [

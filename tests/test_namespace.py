@@ -29,8 +29,8 @@ def manifest_rows(root: str) -> list[dict]:
 
 
 @pytest.fixture
-def ns(tmp_path, events):
-    ns = lp.create(str(tmp_path / "events"), EVENTS_SCHEMA, "year(event_date), country")
+def ns(store, events):
+    ns = lp.create(store.root("events"), EVENTS_SCHEMA, "year(event_date), country")
     ns.append(events)
     return ns
 
@@ -45,9 +45,9 @@ def test_round_trip(ns, events):
     assert len(ns.scan().to_pandas()) == events.num_rows
 
 
-def test_layout_matches_appendix_b_and_c(ns):
+def test_layout_matches_appendix_b_and_c(ns, store):
     root = ns.root
-    dirs = sorted(d for d in os.listdir(root) if d != "__manifest")
+    dirs = sorted(d for d in store.listdir(root) if d != "__manifest")
     assert dirs, "leaf tables must have directories"
     for d in dirs:
         assert re.fullmatch(r"[0-9a-f]{8}_v1\$[a-z0-9]{16}\$[a-z0-9]{16}\$dataset", d), d
@@ -164,23 +164,21 @@ def test_plan_lists_object_id_location_read_version(ns):
         assert lance.dataset(task.uri, version=task.read_version).version == task.read_version
 
 
-def test_open_errors(tmp_path):
+def test_open_errors(store):
     with pytest.raises(lp.NotAPartitionedNamespaceError, match="no __manifest"):
-        lp.open(str(tmp_path / "nothing"))
+        lp.open(store.root("nothing"))
     from lance.namespace import CreateNamespaceRequest, DirectoryNamespace
 
-    DirectoryNamespace(root=str(tmp_path / "plain")).create_namespace(
-        CreateNamespaceRequest(id=["a"])
-    )
+    DirectoryNamespace(root=store.root("plain")).create_namespace(CreateNamespaceRequest(id=["a"]))
     with pytest.raises(lp.NotAPartitionedNamespaceError, match="not a partitioned namespace"):
-        lp.open(str(tmp_path / "plain"))
-    ns = lp.create(str(tmp_path / "x"), EVENTS_SCHEMA, "country")
+        lp.open(store.root("plain"))
+    ns = lp.create(store.root("x"), EVENTS_SCHEMA, "country")
     with pytest.raises(lp.NamespaceExistsError):
         lp.create(ns.root, EVENTS_SCHEMA, "country")
 
 
-def test_feature_flags_are_honoured(tmp_path, events):
-    ns = lp.create(str(tmp_path / "f"), EVENTS_SCHEMA, "country")
+def test_feature_flags_are_honoured(store, events):
+    ns = lp.create(store.root("f"), EVENTS_SCHEMA, "country")
     lance.dataset(os.path.join(ns.root, "__manifest")).update_metadata(
         {"lance.namespace.manifest.writer_feature_flags": "4"}
     )
@@ -194,15 +192,15 @@ def test_feature_flags_are_honoured(tmp_path, events):
         lp.open(ns.root)
 
 
-def test_unpartitioned_namespace(tmp_path, events):
-    ns = lp.create(str(tmp_path / "flat"), EVENTS_SCHEMA, "")
+def test_unpartitioned_namespace(store, events):
+    ns = lp.create(store.root("flat"), EVENTS_SCHEMA, "")
     ns.append(events)
     ns.append(events)
     assert ns.partitions().num_rows == 1
     assert ns.count() == 2 * events.num_rows
 
 
-def test_view_typed_columns_are_written_and_read(tmp_path):
+def test_view_typed_columns_are_written_and_read(store):
     # pyarrow has no take kernel for view types: the partition split must cope
     # (tpchgen-cli's Parquet reads back as string_view)
     schema = pa.schema([("k", pa.string_view()), ("b", pa.binary_view()), ("i", pa.int64())])
@@ -214,7 +212,7 @@ def test_view_typed_columns_are_written_and_read(tmp_path):
         },
         schema=schema,
     )
-    ns = lp.create(str(tmp_path / "views"), schema, "k, bucket(4, b)")
+    ns = lp.create(store.root("views"), schema, "k, bucket(4, b)")
     ns.append(data)
     got = ns.scan().to_arrow()
     assert got.schema == schema
@@ -224,8 +222,8 @@ def test_view_typed_columns_are_written_and_read(tmp_path):
     assert sorted(i for t in leaves for i in t["i"].to_pylist()) == [0, 2]
 
 
-def test_streaming_input_and_bounded_buffers(tmp_path):
-    ns = lp.create(str(tmp_path / "s"), EVENTS_SCHEMA, "country, year(event_date)")
+def test_streaming_input_and_bounded_buffers(store):
+    ns = lp.create(store.root("s"), EVENTS_SCHEMA, "country, year(event_date)")
 
     def gen():
         for i in range(10):

@@ -33,8 +33,8 @@ from lance_partitioned.operations.staging import TXN_PROPERTY, fragment_signatur
 
 
 @pytest.fixture
-def ns(tmp_path):
-    ns = lp.create(str(tmp_path / "ns"), SCHEMA, SPEC)
+def ns(store):
+    ns = lp.create(store.root("ns"), SCHEMA, SPEC)
     ns.append(rows("b0", [0, 1, 2, 3, 4], 3, 0))
     return ns
 
@@ -152,7 +152,7 @@ class Injected(RuntimeError):
 
 
 @pytest.mark.parametrize("where", ["sequential", "parallel", "publish"])
-def test_failed_write_leaves_nothing_behind(ns, monkeypatch, caplog, where):
+def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, where):
     """D15: new partition directories are removed, existing partitions restored, no warning."""
     import lance_partitioned.operations.publish as write_mod
 
@@ -178,20 +178,20 @@ def test_failed_write_leaves_nothing_behind(ns, monkeypatch, caplog, where):
 
         monkeypatch.setattr(write_mod.Manifest, "commit", no_publish)
     leaves = {t.location: t.read_version for t in ns.plan("part IN (1, 2)")}
-    data = {loc: sorted(os.listdir(os.path.join(ns.root, loc, "data"))) for loc in leaves}
+    data = {loc: store.listdir(os.path.join(ns.root, loc, "data")) for loc in leaves}
     published = {
         loc: lance.dataset(os.path.join(ns.root, loc), version=v) for loc, v in leaves.items()
     }
-    root_before, before = sorted(os.listdir(ns.root)), state(ns.root)
+    root_before, before = store.listdir(ns.root), state(ns.root)
     with pytest.raises(Injected), caplog.at_level("WARNING"):
         ns.append(rows("x", [1, 7, 2, 8], 2, 100))  # two existing partitions, two new ones
     assert len(calls) == (2 if where == "sequential" else 4)
-    assert sorted(os.listdir(ns.root)) == root_before  # no new partition directory
+    assert store.listdir(ns.root) == root_before  # no new partition directory
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
     for loc, v in leaves.items():
         latest = lance.dataset(os.path.join(ns.root, loc))
         if latest.version == v:  # never staged: not even a data file is left
-            assert sorted(os.listdir(os.path.join(ns.root, loc, "data"))) == data[loc]
+            assert store.listdir(os.path.join(ns.root, loc, "data")) == data[loc]
         else:  # staged, then restored: the latest version holds the published rows again
             assert latest.to_table().sort_by("id") == published[loc].to_table().sort_by("id")
     assert state(ns.root) == before
@@ -358,13 +358,13 @@ def test_foreign_write_is_repaired_from_the_metadata_mirror_alone(ns):
     assert set(props) == {"partition.part"}
 
 
-def test_delete_matches_by_field_id_after_schema_evolution(tmp_path):
+def test_delete_matches_by_field_id_after_schema_evolution(store):
     """A leaf written before ``a`` was renamed to ``b`` (and a new ``a`` added) must not
     have its old ``a`` column matched by a filter on the new ``a``."""
     schema = pa.schema(
         [pa.field("id", pa.int64(), False), pa.field("part", pa.int32()), pa.field("a", pa.int64())]
     )
-    ns = lp.create(str(tmp_path / "ns"), schema, "part")
+    ns = lp.create(store.root("ns"), schema, "part")
     ns.append(pa.table({"id": [1, 2, 3, 4], "part": [1, 1, 2, 2], "a": [10, 20, 10, 20]}, schema))
     ns.rename_column("a", "b")
     ns.add_column("a", pa.int64())

@@ -169,10 +169,12 @@ def test_a_writer_that_lost_its_lease_does_not_publish(tmp_path):
 
 def _fake_lease(root: str, host: str, pid: int, started: float, age: dt.timedelta) -> str:
     """A lease file as another writer would leave it, last renewed ``age`` ago."""
-    from lance_partitioned.catalog import sidecar
+    from lance_partitioned.catalog import sidecar, storage
 
     path = os.path.join(root, "__manifest", leases.LEASE_DIR, f"fake{pid}.json")
-    sidecar.write_json(path, {"id": "fake", "host": host, "pid": pid, "started": started})
+    sidecar.write_json(
+        storage.resolve(path), path, {"id": "fake", "host": host, "pid": pid, "started": started}
+    )
     renewed = time.time() - age.total_seconds()
     os.utime(path, (renewed, renewed))
     return path

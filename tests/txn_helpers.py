@@ -11,6 +11,7 @@ import time
 from collections import Counter
 
 import lance
+from s3_support import listdir
 from txn_worker import SCHEMA, SPEC, rows
 
 import lance_partitioned as lp
@@ -84,7 +85,7 @@ def assert_no_orphans(root: str) -> None:
     """
     manifest = lp.open(root).manifest
     refs, _current = leaf_references(manifest)
-    dirs = {d for d in os.listdir(root) if LEAF_DIR.match(d)}
+    dirs = {d for d in listdir(root) if LEAF_DIR.match(d)}
     assert dirs <= set(refs), f"unreferenced leaf directories: {dirs - set(refs)}"
     for location, keep in refs.items():
         ds = lance.dataset(os.path.join(root, location))

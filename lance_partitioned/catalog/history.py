@@ -111,11 +111,11 @@ def record_cleanup(
     manifest_versions: list[int],
     leaf_versions: int,
 ) -> None:
-    """Remember what one cleanup removed and under which retention (local roots only)."""
+    """Remember what one cleanup removed and under which retention."""
     path = sidecar.path(manifest.uri, CLEANUP_RECORD)
-    if path is None or not (manifest_versions or leaf_versions):
+    if not (manifest_versions or leaf_versions):
         return
-    entries = sidecar.read_json(path)
+    entries = sidecar.read_json(manifest.storage, path)
     entries = entries if isinstance(entries, list) else []
     entries.append(
         {
@@ -126,14 +126,14 @@ def record_cleanup(
             "leaf_versions": leaf_versions,
         }
     )
-    sidecar.write_json(path, entries[-CLEANUP_RECORDS_KEPT:])
+    sidecar.write_json(manifest.storage, path, entries[-CLEANUP_RECORDS_KEPT:])
 
 
 def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
     """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
     ``version`` (None: the latest recorded cleanup) and the retention it used."""
     path = sidecar.path(manifest.uri, CLEANUP_RECORD)
-    entries = sidecar.read_json(path) if path else None
+    entries = sidecar.read_json(manifest.storage, path)
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     if version is not None:
         entries = [e for e in entries if version in e.get("manifest_versions", [])]

@@ -6,8 +6,8 @@ names, table directories, and URIs.
   distributed (seed 000 "Partition Namespace Naming");
 - a leaf table lives in the directory ``<8 lowercase hex>_<object_id>``, and the
   manifest's ``location`` column holds that relative name;
-- a root is a local path, a ``file://`` URI or an object-store URI; ``local_path``
-  is the one test of which it is.
+- a root is a local path, a ``file://`` URI or an object-store URI; what is
+  stored where is asked of ``catalog.storage``, never tested here.
 
 Names are derived from a per-job secret (HMAC-SHA256), so every task of one
 write job names a new partition alike without coordinating, while two jobs
@@ -53,13 +53,6 @@ def derived_hex(secret: bytes, label: str) -> str:
 def join_uri(root: str, name: str) -> str:
     """``root/name`` for local paths and object-store URIs alike."""
     return root.rstrip("/") + "/" + name
-
-
-def local_path(uri: str) -> str | None:
-    """The file-system path of a local path or ``file://`` URI; None for an object store."""
-    if "://" in uri and not uri.startswith("file://"):
-        return None
-    return uri[len("file://") :] if uri.startswith("file://") else uri
 
 
 def join_id(*parts: str) -> str:

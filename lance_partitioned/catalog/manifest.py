@@ -12,9 +12,7 @@ same rows meanwhile, Lance refuses it and we raise ``CommitConflictError``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,11 +20,14 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.catalog import commit_safety, storage
 from lance_partitioned.catalog.history import removed_version_error
-from lance_partitioned.catalog.layout import join_uri, local_path, spec_namespace
+from lance_partitioned.catalog.layout import join_uri, spec_namespace
 from lance_partitioned.errors import (
     CommitConflictError,
+    NamespaceExistsError,
     NotAPartitionedNamespaceError,
+    StorageError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
@@ -100,8 +101,14 @@ class Manifest:
 
     def __init__(self, root: str, storage_options: dict[str, str] | None = None):
         self.root = str(root).rstrip("/") if str(root) != "/" else str(root)
-        self.storage_options = storage_options
+        # every path operation goes through the storage layer; Lance gets the same
+        # options less our own ``lp_*`` keys
+        self.storage = storage.resolve(self.root, storage_options)
+        self.storage_options = storage.lance_options(storage_options)
         self.uri = join_uri(self.root, MANIFEST_DIR)
+
+    def __repr__(self) -> str:  # never the storage options: they hold credentials
+        return f"Manifest({self.root!r})"
 
     # -- opening ------------------------------------------------------------
     def exists(self) -> bool:
@@ -124,7 +131,8 @@ class Manifest:
         (``Snapshot.load`` reads it through ``catalog.repair``; ``ns.repair()``
         fixes it).
         """
-        if not self._local_exists():
+        if not self.present():
+            self.storage.check_container(self.root)
             raise NotAPartitionedNamespaceError(
                 f"{self.root!r} is not a partitioned namespace: it has no {MANIFEST_DIR} table"
             )
@@ -157,6 +165,7 @@ class Manifest:
                 f"{self.root!r} needs reader features {rflags:#x} that this version does not support"
             )
         if for_write:
+            self.check_writable()
             wflags = _flags(meta, WRITER_FLAGS_KEY)
             if wflags & ~KNOWN_WRITER_FLAGS:
                 raise UnsupportedFeatureError(
@@ -201,11 +210,14 @@ class Manifest:
                 f"versions are {_version_ranges(latest)}"
             ) from None
 
-    def _local_exists(self) -> bool:
-        path = local_path(self.uri)
-        if path is None:
-            return True  # let Lance decide for object stores
-        return os.path.isdir(os.path.join(path, "_versions"))
+    def present(self) -> bool:
+        """Whether the root holds a ``__manifest`` Lance table (its ``_versions`` directory)."""
+        return self.storage.is_dir(join_uri(self.uri, "_versions"))
+
+    def check_writable(self) -> None:
+        """Raise UnsafeStoreError when the store cannot make Lance's commits atomic
+        (``catalog.commit_safety``); every writer calls it before writing anything."""
+        commit_safety.check(self.root, self.storage)
 
     # -- reading ------------------------------------------------------------
     @staticmethod
@@ -256,22 +268,21 @@ class Manifest:
 
     def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
         """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""
-        root = local_path(self.uri)
-        if root is None:
-            return  # object stores: vacuum reclaims them
         op = txn.operation
         paths = [
-            os.path.join(root, "data", f.path)
+            join_uri(self.uri, f"data/{f.path}")
             for frag in getattr(op, "new_fragments", [])
             for f in frag.files
         ]
         for frag in getattr(op, "updated_fragments", []):
             dfile = frag.deletion_file
             if dfile is not None and dfile.read_version == base_version:
-                paths.append(os.path.join(root, dfile.path(frag.id)))
+                paths.append(join_uri(self.uri, dfile.path(frag.id)))
         for path in paths:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
+            try:
+                self.storage.delete(path)
+            except Exception:  # best effort: vacuum reclaims what is left
+                pass
 
     def widen_partition_columns(self, types: dict[str, pa.DataType]) -> None:
         """Cast ``partition_field_*`` columns to wider types (values are unchanged)."""
@@ -372,3 +383,27 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def is_in(column: pa.Array, values: Sequence[Any]) -> pa.Array:
     return pc.is_in(column, value_set=pa.array(values, type=column.type))
+
+
+def check_create_target(manifest: Manifest) -> None:
+    """Raise unless ``manifest.root`` can take a new namespace; reads only.
+
+    Refused: a missing bucket, a root that is a file, a root that already holds
+    a ``__manifest`` (``NamespaceExistsError``) or something else by that name,
+    a root that is itself a Lance dataset, and a store whose commits are not
+    atomic (``UnsafeStoreError``).
+    """
+    st = manifest.storage
+    st.check_container(manifest.root)
+    if manifest.present():
+        raise NamespaceExistsError(f"{manifest.root!r} already contains a {MANIFEST_DIR} table")
+    if st.exists(manifest.uri):
+        raise StorageError(
+            f"{manifest.root!r} holds a {MANIFEST_DIR} that is not a Lance table; "
+            "choose an empty root"
+        )
+    if st.is_dir(join_uri(manifest.root, "_versions")):
+        raise StorageError(
+            f"{manifest.root!r} is a Lance dataset, not a namespace root; choose an empty root"
+        )
+    manifest.check_writable()

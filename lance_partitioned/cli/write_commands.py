@@ -164,6 +164,26 @@ def repair(ctx: Context) -> None:
     _done(ctx, {"repaired": done}, "\n".join(done) if done else "nothing to repair")
 
 
+@click.command()
+@shared_options
+@click.argument("destination")
+def convert(ctx: Context, destination: str) -> None:
+    """Rewrite the seed-003 namespace ROOT in seed 000's layout at DESTINATION (a new
+    local path; it appears atomically once complete). ROOT is only read."""
+    import lance_partitioned as lp
+
+    if ctx.version is not None:
+        raise click.UsageError("convert reads the latest seed-003 state; --version does not apply")
+    result = lp.convert(ctx.root, destination, storage_options=ctx.storage_options)
+    _done(
+        ctx,
+        asdict(result),
+        f"converted {result.rows} rows from {result.source_tables} seed-003 tables into "
+        f"{result.partitions} partitions at {result.destination} (__manifest version "
+        f"{result.version})",
+    )
+
+
 COMMANDS = [
     tag,
     evolve,
@@ -176,6 +196,7 @@ COMMANDS = [
     vacuum,
     validate,
     repair,
+    convert,
 ]
 
 

@@ -3,9 +3,7 @@ properties and the readable ``describe``. Read-only: nothing here writes."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,17 +139,14 @@ def _leaf_files(ds: Any) -> tuple[int, int]:
     return files, size
 
 
-def _disk_bytes(root: str) -> int | None:
-    """Bytes of every file under a local root (all versions); None on object stores."""
-    base = layout.local_path(root)
-    if base is None or not os.path.isdir(base):
+def _disk_bytes(snap: Snapshot) -> int | None:
+    """Bytes of every object under the root (all versions, through the storage layer);
+    None when the store cannot list them."""
+    store = snap.manifest.storage
+    try:
+        return sum(e.size for e in store.list(snap.manifest.root, recursive=True) if not e.is_dir)
+    except Exception:  # a listing error must not break a report
         return None
-    total = 0
-    for dirpath, _dirs, names in os.walk(base):
-        for name in names:
-            with contextlib.suppress(OSError):  # removed meanwhile
-                total += os.path.getsize(os.path.join(dirpath, name))
-    return total
 
 
 def human_bytes(n: int) -> str:
@@ -168,7 +163,7 @@ def summary(snap: Snapshot, root: str) -> dict[str, Any]:
     """Everything ``describe`` shows, as plain data (what ``lance-partitioned describe --json``
     prints): root, version, schema (JsonArrowSchema), specs (seed-000 JSON), partitions sorted
     by spec version then value (each with only its own spec's fields), row, file and byte
-    counts, bytes on disk (local roots), and the ``__manifest`` versions and tags.
+    counts, bytes under the root (any store), and the ``__manifest`` versions and tags.
     """
     parts: list[dict[str, Any]] = []
     for leaf in sorted(snap.leaves(), key=lambda lf: _leaf_order(lf.spec_id, lf.values)):
@@ -203,7 +198,7 @@ def summary(snap: Snapshot, root: str) -> dict[str, Any]:
         "rows": sum(p["rows"] for p in parts),
         "files": sum(p["files"] for p in parts),
         "bytes": sum(p["bytes"] for p in parts),
-        "disk_bytes": _disk_bytes(root),
+        "disk_bytes": _disk_bytes(snap),
         "versions": {
             "count": len(versions),
             "oldest": versions[0]["version"] if versions else None,

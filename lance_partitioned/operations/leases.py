@@ -27,8 +27,11 @@ whatever ``older_than`` says.
   commit, so no maintenance run can claim the lease between the check and the
   commit without waiting ``TTL`` first.
 
-Leases exist on local file systems only (object stores have no ``_lp_leases``
-files); there, a writer relies on the pre-publish check of its staged files.
+Leases live on every store (``catalog.storage``). On object stores renewal
+rewrites the object (there is no ``utime``) and a claim is a copy then a
+delete, not an atomic rename: a renewal racing a claim can recreate the lease
+after maintenance read it as dead. That needs a writer silent for ``TTL``
+renewing in the same instant (docs/TRANSACTIONS.md §12).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field
 
 from lance_partitioned.catalog import sidecar
 from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.storage import Storage
 from lance_partitioned.errors import CommitConflictError
 
 log = logging.getLogger(__name__)
@@ -95,6 +99,7 @@ class Lease:
     pid: int
     started: float  # epoch seconds, before the transaction wrote anything
     what: str = ""
+    storage: Storage | None = field(default=None, repr=False)
     _lost: bool = field(default=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -102,10 +107,13 @@ class Lease:
         """Touch the lease file; False (and lost from then on) when it was claimed."""
         if self._lost:
             return False
+        assert self.storage is not None
         try:
-            os.utime(self.path)
-        except FileNotFoundError:
-            self._lost = True
+            if not self.storage.touch(self.path):
+                self._lost = True
+        except OSError as exc:  # unreachable store: try again at the next renewal
+            log.warning("could not renew lease %s: %s", self.path, exc)
+            return True
         return not self._lost
 
     def check(self) -> None:
@@ -120,7 +128,11 @@ class Lease:
     def release(self) -> None:
         """End the lease (the transaction published or gave up)."""
         self._stop.set()
-        sidecar.remove(self.path)
+        assert self.storage is not None
+        try:
+            sidecar.remove(self.storage, self.path)
+        except OSError as exc:  # a leftover lease dies after TTL
+            log.warning("could not remove lease %s: %s", self.path, exc)
 
     def _renew_until_released(self) -> None:
         while not self._stop.wait(RENEW_EVERY.total_seconds()):
@@ -130,18 +142,22 @@ class Lease:
 
 
 def acquire(manifest: Manifest, what: str = "") -> Lease | None:
-    """Take a lease for a transaction on ``manifest``'s namespace (None on object stores).
+    """Take a lease for a transaction on ``manifest``'s namespace.
 
     Call it before the transaction writes anything; ``release()`` it at the end.
     """
-    lease_dir = sidecar.path(manifest.uri, LEASE_DIR)
-    if lease_dir is None:
-        return None
     lid = uuid.uuid4().hex
     lease = Lease(
-        os.path.join(lease_dir, f"{lid}.json"), lid, _host(), os.getpid(), time.time(), what
+        sidecar.path(manifest.uri, LEASE_DIR, f"{lid}.json"),
+        lid,
+        _host(),
+        os.getpid(),
+        time.time(),
+        what,
+        manifest.storage,
     )
     sidecar.write_json(
+        manifest.storage,
         lease.path,
         {
             "id": lid,
@@ -169,8 +185,8 @@ def hold(manifest: Manifest, what: str = "") -> Iterator[Lease | None]:
             lease.release()
 
 
-def _read(path: str) -> Lease | None:
-    content = sidecar.read_json(path)
+def _read(storage: Storage, path: str) -> Lease | None:
+    content = sidecar.read_json(storage, path)
     if not isinstance(content, dict):
         return None
     try:
@@ -181,9 +197,14 @@ def _read(path: str) -> Lease | None:
             int(content["pid"]),
             float(content["started"]),
             str(content.get("what", "")),
+            storage,
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _epoch(when: dt.datetime | None) -> float:
+    return when.timestamp() if when is not None else 0.0
 
 
 def _alive(lease: Lease, renewed: float, now: float, host: str) -> bool:
@@ -199,44 +220,41 @@ def live(manifest: Manifest) -> list[Lease]:
     be parsed is treated as live (a writer may be writing it) until it is
     ``TTL`` old.
     """
-    lease_dir = sidecar.path(manifest.uri, LEASE_DIR)
-    if lease_dir is None or not os.path.isdir(lease_dir):
-        return []
+    st = manifest.storage
     host, out = _host(), []
-    for name in sorted(os.listdir(lease_dir)):
-        path = os.path.join(lease_dir, name)
-        try:
-            renewed = os.path.getmtime(path)
-        except FileNotFoundError:
-            continue  # released meanwhile
+    for entry in st.list(sidecar.path(manifest.uri, LEASE_DIR)):
+        path, name = entry.uri, entry.name
+        if entry.is_dir or entry.mtime is None:
+            continue
+        renewed = entry.mtime.timestamp()
         now = time.time()
         if not name.endswith(".json"):
             if now - renewed > TTL.total_seconds():  # old claims and stray temporary files
-                sidecar.remove(path)
+                sidecar.remove(st, path)
             continue
-        lease = _read(path)
+        lease = _read(st, path)
         if lease is None:
             if now - renewed <= TTL.total_seconds():
-                out.append(Lease(path, name[:-5], "", -1, renewed))
+                out.append(Lease(path, name[:-5], "", -1, renewed, storage=st))
             else:
-                sidecar.remove(path)
+                sidecar.remove(st, path)
             continue
         if _alive(lease, renewed, now, host):
             out.append(lease)
             continue
         claimed = path[: -len(".json")] + ".dead"
-        try:
-            os.rename(path, claimed)
-        except FileNotFoundError:
+        if not st.rename(path, claimed):
             continue  # released meanwhile
-        if _alive(lease, os.path.getmtime(claimed), time.time(), host):
+        found = st.info(claimed) if st.rename_is_atomic else None
+        if found is not None and _alive(lease, _epoch(found.mtime), time.time(), host):
             # renewed just before the claim: give it back (a renewal in between made the
-            # writer give up, which is safe) and honour it
+            # writer give up, which is safe) and honour it. (Object stores: the copy has a
+            # new time, so there is nothing to re-check; see the module docstring.)
             with contextlib.suppress(OSError):
-                os.rename(claimed, path)
+                st.rename(claimed, path)
             out.append(lease)
             continue
-        sidecar.remove(claimed)
+        sidecar.remove(st, claimed)
         log.info("removed the dead lease of %s (pid %d on %s)", lease.what, lease.pid, lease.host)
     return out
 

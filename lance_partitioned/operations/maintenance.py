@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import lance
 
-from lance_partitioned.catalog import history
-from lance_partitioned.catalog.layout import join_uri, local_path
+from lance_partitioned.catalog import history, storage
+from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import (
@@ -279,9 +278,7 @@ def _sweep_orphan_files(
     uri: str, cutoff: dt.datetime, opts: dict[str, str] | None, report: MaintenanceReport
 ) -> None:
     """Delete data, deletion and transaction files no version of the dataset references."""
-    base = local_path(uri)
-    if base is None:
-        return  # object stores: Lance's own cleanup_old_versions(delete_unverified=True) applies
+    st = storage.resolve(uri, opts)
     ds = lance.dataset(uri, storage_options=opts)
     tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
     cutoff_utc = cutoff.astimezone(dt.timezone.utc)
@@ -291,41 +288,30 @@ def _sweep_orphan_files(
             continue
         if f["last_modified"] >= cutoff_utc:
             continue
-        try:
-            os.remove(os.path.join(base, path))
-        except FileNotFoundError:
+        if not st.delete(st.join(uri, path)):
             continue
         report.files_removed += 1
         report.bytes_removed += f["size_bytes"]
 
 
-def _newest_mtime(path: str) -> float:
-    newest = os.path.getmtime(path)
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                newest = max(newest, os.path.getmtime(os.path.join(dirpath, name)))
-            except FileNotFoundError:
-                continue
-    return newest
-
-
 def _sweep_orphan_dirs(
     manifest: Manifest, referenced: set[str], cutoff: dt.datetime, report: MaintenanceReport
 ) -> None:
-    root = local_path(manifest.root)
-    if root is None:
-        return
-    for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name)
-        if name in referenced or not LEAF_DIR.match(name) or not os.path.isdir(path):
+    """Remove leaf directories (our naming pattern only) that no manifest version references
+    and whose newest file is older than the cutoff."""
+    st = manifest.storage
+    cutoff_utc = cutoff.astimezone(dt.timezone.utc)
+    for entry in st.list(manifest.root):
+        name = entry.name
+        if name in referenced or not LEAF_DIR.match(name) or not entry.is_dir:
             continue
-        if dt.datetime.fromtimestamp(_newest_mtime(path)) >= cutoff:
+        files = st.list(entry.uri, recursive=True)
+        times = [f.mtime for f in files if f.mtime is not None]
+        if entry.mtime is not None:
+            times.append(entry.mtime)
+        if not times or max(times) >= cutoff_utc:
             continue  # a writer may be filling it right now
-        import shutil
-
-        size = sum(os.path.getsize(os.path.join(d, f)) for d, _s, fs in os.walk(path) for f in fs)
-        shutil.rmtree(path, ignore_errors=True)
+        _count, size = st.delete_tree(entry.uri)
         report.dirs_removed += 1
         report.bytes_removed += size
         log.info("vacuum removed orphan partition directory %s", name)

@@ -15,9 +15,8 @@ location without talking to each other.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
+import logging
 import secrets
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata, write_fragments
 
 from lance_partitioned.catalog import layout
-from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name, local_path
+from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec
@@ -38,6 +37,8 @@ from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
 from lance_partitioned.operations.split import split_by_keys
 from lance_partitioned.operations.transaction import remove_dir, remove_file
+
+log = logging.getLogger(__name__)
 
 # -- what writers produce -----------------------------------------------------
 
@@ -307,15 +308,16 @@ def abort_write(snapshot: Snapshot, written: WrittenFiles, only: set[str] | None
 
     ``only`` limits it to those leaves (object ids); None means every leaf.
     """
+    opts = snapshot.manifest.storage_options
     for leaf_write in written.leaves.values():
         if only is not None and leaf_write.object_id not in only:
             continue
         if leaf_write.is_new:
-            remove_dir(snapshot.leaf_uri(leaf_write.location))
+            remove_dir(snapshot.leaf_uri(leaf_write.location), opts)
         else:
             for frag in leaf_write.fragment_metadata():
                 for f in frag.files:
-                    remove_file(leaf_write.files_uri(snapshot), f.path)
+                    remove_file(leaf_write.files_uri(snapshot), f.path, opts)
 
 
 def discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
@@ -325,19 +327,18 @@ def discard_task_files(snapshot: Snapshot, written: WrittenFiles) -> None:
     writing into the same new partition directory (names are derived from the
     job secret); an emptied directory is removed.
     """
+    st = snapshot.manifest.storage
     for leaf_write in written.leaves.values():
-        base = local_path(leaf_write.files_uri(snapshot))
-        if base is None:
-            continue  # object stores: reclaimed by vacuum
+        base = leaf_write.files_uri(snapshot)
         for frag in leaf_write.fragment_metadata():
             for f in frag.files:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(base, "data", f.path))
-        if leaf_write.is_new:
-            for d in (os.path.join(base, "data"), base):
                 try:
-                    os.rmdir(d)  # only when empty: another task may still use it
-                except OSError:
+                    st.delete(st.join(base, "data", f.path))
+                except Exception as exc:  # best effort: vacuum reclaims what is left
+                    log.warning("could not remove %s/data/%s: %s", base, f.path, exc)
+        if leaf_write.is_new:
+            for d in (st.join(base, "data"), base):
+                if not st.remove_empty_dir(d):  # only when empty: another task may use it
                     break
 
 

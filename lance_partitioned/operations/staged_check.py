@@ -13,14 +13,13 @@ version's manifest file.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import lance
-from lance.fragment import FragmentMetadata
+from lance.fragment import DataFile, FragmentMetadata
 
-from lance_partitioned.catalog import layout
+from lance_partitioned.catalog import storage
 from lance_partitioned.errors import CommitConflictError
 
 if TYPE_CHECKING:
@@ -45,10 +44,21 @@ def version_files(ds: lance.LanceDataset) -> set[str]:
     return fragment_files([frag.metadata for frag in ds.get_fragments()])
 
 
+def _data_file_path(f: DataFile) -> str:
+    # Lance's ``DataFile.path`` property defines a class on every call (a
+    # backwards-compatibility shim), a third of this check's cost per new leaf;
+    # the dataclass field behind it holds the same string
+    path = getattr(f, "_path", None)
+    return path if isinstance(path, str) else str(f.path)
+
+
 def fragment_files(fragments: Sequence[FragmentMetadata]) -> set[str]:
+    """Paths (relative to the dataset) of the data and deletion files of ``fragments``."""
     out = set()
     for md in fragments:
-        out.update("data/" + f.path for f in md.files if getattr(f, "base_id", None) is None)
+        out.update(
+            "data/" + _data_file_path(f) for f in md.files if getattr(f, "base_id", None) is None
+        )
         dfile = md.deletion_file
         if dfile is not None and getattr(dfile, "base_id", None) is None:
             out.add(dfile.path(md.id))
@@ -69,12 +79,11 @@ def operation_files(op: Any) -> frozenset[str] | None:
     return None
 
 
-def _manifest_exists(base: str, version: int) -> bool:
+def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
     """Whether version ``version``'s manifest file exists (Lance's V2 or V1 naming)."""
-    versions = os.path.join(base, "_versions")
-    return os.path.exists(
-        os.path.join(versions, f"{(1 << 64) - 1 - version:020d}.manifest")
-    ) or os.path.exists(os.path.join(versions, f"{version}.manifest"))
+    names = [f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"]
+    uris = [st.join(base, "_versions", n) for n in names]
+    return len(st.missing(uris)) < len(uris)
 
 
 def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> None:
@@ -87,17 +96,18 @@ def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> 
     """
     if not staged.changed:
         return
-    base = layout.local_path(staged.uri)
-    if base is not None and staged.added is not None and _manifest_exists(base, staged.version):
+    base = staged.uri
+    st = storage.resolve(base, storage_options)
+    if staged.added is not None and _manifest_exists(st, base, staged.version):
         exists, added = True, staged.added
-    else:  # object stores, unknown files, or a manifest stored elsewhere (branches): ask Lance
+    else:  # unknown files, or a manifest stored elsewhere (branches): ask Lance
         try:
             ds = lance.dataset(staged.uri, version=staged.version, storage_options=storage_options)
             exists = True
         except Exception:
             exists = False
         added = frozenset()
-        if exists and base is not None:
+        if exists:
             before: set[str] = set()
             if staged.published is not None:
                 with contextlib.suppress(Exception):  # gone: then check every file
@@ -112,7 +122,9 @@ def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> 
             f"staged version {staged.version} of leaf {staged.uri!r} was removed before the "
             "transaction published (by a vacuum or cleanup); nothing was published; retry"
         )
-    missing = sorted(f for f in added if base and not os.path.exists(os.path.join(base, f)))
+    missing = sorted(
+        storage.Storage.relative(u, base) for u in st.missing(st.join(base, f) for f in added)
+    )
     if missing:
         raise StagedFilesMissingError(
             f"{len(missing)} file(s) of staged version {staged.version} of leaf {staged.uri!r} "

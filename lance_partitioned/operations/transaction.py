@@ -11,7 +11,6 @@ publishing, and the rollback when nothing is published.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -20,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lance_partitioned.catalog.layout import local_path
+from lance_partitioned.catalog import storage
 from lance_partitioned.operations.staged_check import check_staged
 from lance_partitioned.operations.staging import StagedLeaf, unstage_leaf
 
@@ -157,20 +156,20 @@ class StagedSet:
         for staged in self.leaves.values():
             unstage_leaf(staged, self.txn, self.storage_options)
         for uri in self.new_dirs:
-            remove_dir(uri)
+            remove_dir(uri, self.storage_options)
 
 
-def remove_dir(uri: str) -> None:
-    """Remove a directory tree (local only; object stores are left to vacuum)."""
-    import shutil
+def remove_dir(uri: str, storage_options: dict[str, str] | None) -> None:
+    """Remove a directory tree, on any store (best effort: vacuum reclaims what is left)."""
+    try:
+        storage.resolve(uri, storage_options).delete_tree(uri)
+    except Exception as exc:
+        log.warning("could not remove %s: %s", uri, exc)
 
-    path = local_path(uri)
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
 
-
-def remove_file(uri: str, name: str) -> None:
-    path = local_path(uri)
-    if path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(path, "data", name))
+def remove_file(uri: str, name: str, storage_options: dict[str, str] | None) -> None:
+    """Remove the data file ``name`` of the dataset at ``uri`` (best effort)."""
+    try:
+        storage.resolve(uri, storage_options).delete(storage.Storage.join(uri, "data", name))
+    except Exception as exc:
+        log.warning("could not remove %s/data/%s: %s", uri, name, exc)

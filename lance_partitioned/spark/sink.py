@@ -26,8 +26,6 @@ version references and no reader sees; ``vacuum`` (issue 5) removes them.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +35,6 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
-from lance_partitioned.catalog.layout import local_path
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
@@ -181,14 +178,12 @@ class LancePartitionedWriter(DataSourceArrowWriter):
                 return
         except Exception:
             return
-        path = local_path(manifest.root)
-        if path is None:
-            return
-        shutil.rmtree(local_path(manifest.uri) or "", ignore_errors=True)
+        st = manifest.storage
         try:
-            os.rmdir(path)  # only when empty
-        except OSError:
-            pass
+            st.delete_tree(manifest.uri)
+            st.remove_empty_dir(manifest.root)  # only when empty
+        except Exception as exc:  # best effort: the namespace is empty either way
+            log.warning("lance_partitioned: abort could not remove %s: %s", manifest.uri, exc)
 
 
 def _incoming_arrow_schema(schema: StructType) -> pa.Schema:

@@ -1,0 +1,526 @@
+"""The one storage layer: every path operation of the package goes through here.
+
+A root is a local path, a ``file://`` URI or an object-store URI (``s3://``,
+``gs://``, ``az://``). ``resolve(uri, storage_options)`` gives the ``Storage``
+of the store holding it, and every caller asks that object, never ``os`` or a
+scheme test of its own: exists, list, read and write small files, delete a file
+or a tree, join, relative locations. Local and object stores take the same
+calls; only this module knows how they differ.
+
+- Lance reads and writes the datasets themselves (with the same
+  ``storage_options``); this module handles what Lance exposes nothing for.
+- Metadata, listing and small files use ``pyarrow.fs`` (sizes, modification
+  times), configured from the Lance ``storage_options`` keys (``STORAGE_KEYS``)
+  and the standard ``AWS_*`` environment variables, with bounded connect and
+  request timeouts.
+- Object deletes go through Lance's own object store (``LanceFileSession``):
+  ``pyarrow.fs``'s S3 delete writes an empty "directory marker" object for a
+  parent it empties, which would litter the namespace.
+- ``memory://`` is refused: pylance 14.0.2 gives each ``lance.dataset`` call a
+  new empty memory store, so a namespace there would vanish between calls.
+
+Secrets: a ``Storage`` never prints its options, and ``redact`` removes the
+values of secret keys from any text that is shown to a user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+from lance_partitioned.errors import StorageError
+
+# Lance storage option keys (object_store's names, case-insensitive) this layer reads.
+STORAGE_KEYS = {
+    "access_key": ("aws_access_key_id", "access_key_id"),
+    "secret_key": ("aws_secret_access_key", "secret_access_key"),
+    "session_token": ("aws_session_token", "session_token", "aws_token", "token"),
+    "region": ("aws_region", "region", "aws_default_region", "default_region"),
+    "endpoint": ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
+    "allow_http": ("allow_http", "aws_allow_http"),
+    "virtual_hosted": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
+    "timeout": ("timeout", "request_timeout"),
+    "connect_timeout": ("connect_timeout",),
+    "account_name": ("azure_storage_account_name", "account_name"),
+    "account_key": ("azure_storage_account_key", "account_key", "access_key"),
+}
+# Values of these keys are secrets: never shown (``redact``).
+SECRET_KEYS = frozenset(
+    {
+        "aws_secret_access_key",
+        "secret_access_key",
+        "aws_session_token",
+        "session_token",
+        "aws_token",
+        "token",
+        "azure_storage_account_key",
+        "account_key",
+        "access_key",
+        "azure_storage_sas_token",
+        "sas_token",
+        "azure_client_secret",
+        "client_secret",
+        "google_service_account_key",
+        "service_account_key",
+    }
+)
+# Our own options (never passed on to Lance).
+TRUST_CONDITIONAL_PUT = "lp_trust_conditional_put"
+
+CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
+REQUEST_TIMEOUT_S = 30.0
+_OBJECT_SCHEMES = ("s3", "gs", "az")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One listed file or directory: its URI, size in bytes and modification time (UTC)."""
+
+    uri: str
+    size: int
+    mtime: dt.datetime | None
+    is_dir: bool
+
+    @property
+    def name(self) -> str:
+        return self.uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _option(options: Mapping[str, str], name: str, env: Iterable[str] = ()) -> str | None:
+    lowered = {k.lower(): v for k, v in options.items()}
+    for key in STORAGE_KEYS[name]:
+        if lowered.get(key) not in (None, ""):
+            return str(lowered[key])
+    for var in env:
+        if os.environ.get(var):
+            return os.environ[var]
+    return None
+
+
+def raw_option(options: Mapping[str, str], key: str) -> str | None:
+    """The value of option ``key`` (case-insensitive), None when absent."""
+    return next((str(v) for k, v in options.items() if k.lower() == key.lower()), None)
+
+
+def _seconds(text: str | None, default: float) -> float:
+    """``"30s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds (Lance's duration form)."""
+    if not text:
+        return default
+    t = text.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if t.endswith(suffix) and t[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(t[: -len(suffix)]) * scale
+    try:
+        return float(t)
+    except ValueError:
+        return default
+
+
+def _truthy(text: str | None) -> bool:
+    return (text or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def redact(text: str, storage_options: Mapping[str, str] | None) -> str:
+    """``text`` with the value of every secret storage option replaced by ``***``."""
+    for key, value in (storage_options or {}).items():
+        if key.lower() in SECRET_KEYS and value and len(str(value)) >= 4:
+            text = text.replace(str(value), "***")
+    return text
+
+
+def lance_options(storage_options: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The options to hand Lance: ours (``lp_*``) removed."""
+    if storage_options is None:
+        return None
+    return {k: v for k, v in storage_options.items() if not k.lower().startswith("lp_")}
+
+
+class Storage:
+    """The store holding one URI: a ``pyarrow.fs`` file system plus Lance's object store.
+
+    Methods take absolute URIs in the spelling of the root (a local path stays
+    a path, ``s3://bucket/key`` stays a URI), so results can be handed to Lance.
+    """
+
+    def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None):
+        options = dict(storage_options or {})
+        parts = urlsplit(uri) if "://" in uri else None
+        self.scheme = parts.scheme.lower() if parts is not None else "file"
+        if self.scheme == "memory":
+            raise StorageError(
+                f"{uri!r}: memory:// cannot hold a namespace: pylance gives every dataset "
+                "opened there a new, empty store, so nothing would survive between calls"
+            )
+        if self.scheme not in ("file", *_OBJECT_SCHEMES):
+            raise StorageError(
+                f"{uri!r}: the {self.scheme}:// scheme is not supported; use a local path, "
+                "file://, s3://, gs:// or az://"
+            )
+        self.authority = parts.netloc if parts is not None and self.scheme != "file" else ""
+        self.options = options
+        self._uri = uri
+        self._lance_session: Any = None
+        self._lock = threading.Lock()
+        self.fs = self._filesystem(options)
+        self.endpoint = _option(options, "endpoint", ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"))
+
+    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, str]]]:
+        # Spark ships snapshots (and so their Storage) to executors: rebuild the store
+        # there from its URI and options instead of pickling locks and file systems
+        return resolve, (self._uri, self.options)
+
+    def __repr__(self) -> str:  # never the options: they hold credentials
+        return f"Storage({self.scheme}://{self.authority})"
+
+    @property
+    def is_local(self) -> bool:
+        """A local file system: real directories, atomic rename, ``utime``."""
+        return self.scheme == "file"
+
+    @property
+    def rename_is_atomic(self) -> bool:
+        """Whether ``rename`` is one atomic step keeping the modification time (local only;
+        object stores copy, then delete)."""
+        return self.is_local
+
+    def _filesystem(self, options: Mapping[str, str]) -> pafs.FileSystem:
+        connect = _seconds(_option(options, "connect_timeout"), CONNECT_TIMEOUT_S)
+        request = _seconds(_option(options, "timeout"), REQUEST_TIMEOUT_S)
+        if self.scheme == "file":
+            return pafs.LocalFileSystem()
+        if self.scheme == "s3":
+            endpoint = _option(options, "endpoint", ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"))
+            allow_http = _truthy(_option(options, "allow_http", ("AWS_ALLOW_HTTP",)))
+            scheme = "https"
+            if endpoint and endpoint.startswith("http://"):
+                if not allow_http:
+                    raise StorageError(
+                        f"the endpoint {endpoint} is plain http: pass allow_http='true' in "
+                        "storage_options to allow it"
+                    )
+                scheme = "http"
+            return pafs.S3FileSystem(
+                access_key=_option(options, "access_key"),
+                secret_key=_option(options, "secret_key"),
+                session_token=_option(options, "session_token"),
+                region=_option(options, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")),
+                endpoint_override=endpoint,
+                scheme=scheme,
+                connect_timeout=connect,
+                request_timeout=request,
+                force_virtual_addressing=_truthy(_option(options, "virtual_hosted")),
+                retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=3),
+            )
+        if self.scheme == "gs":
+            return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=request))
+        return pafs.AzureFileSystem(  # az://
+            account_name=_option(options, "account_name", ("AZURE_STORAGE_ACCOUNT_NAME",)) or "",
+            account_key=_option(options, "account_key", ("AZURE_STORAGE_ACCOUNT_KEY",)),
+        )
+
+    # -- naming ---------------------------------------------------------------
+    @staticmethod
+    def join(uri: str, *parts: str) -> str:
+        """``uri/part/...``: local paths and object-store URIs alike."""
+        out = uri.rstrip("/") if uri != "/" else ""
+        for part in parts:
+            out += "/" + part.strip("/")
+        return out
+
+    @staticmethod
+    def relative(uri: str, base: str) -> str:
+        """``uri`` relative to ``base`` (which must contain it)."""
+        prefix = base.rstrip("/") + "/"
+        if not uri.startswith(prefix):
+            raise ValueError(f"{uri!r} is not under {base!r}")
+        return uri[len(prefix) :]
+
+    def path(self, uri: str) -> str:
+        """The ``pyarrow.fs`` path of ``uri``."""
+        if self.scheme == "file":
+            local = uri[len("file://") :] if uri.startswith("file://") else uri
+            return os.path.abspath(local)
+        parts = urlsplit(uri)
+        return (parts.netloc + parts.path).rstrip("/")
+
+    def _key(self, uri: str) -> str:
+        """The object key of ``uri`` inside its bucket / container (object stores)."""
+        return urlsplit(uri).path.lstrip("/")
+
+    def _uri_of(self, path: str, like: str, like_path: str) -> str:
+        """The URI of ``path`` (a pyarrow path under ``like_path``) spelled like ``like``."""
+        rest = path[len(like_path) :].lstrip("/")
+        return self.join(like, rest) if rest else like
+
+    # -- reading --------------------------------------------------------------
+    def info(self, uri: str) -> Entry | None:
+        """The file or directory at ``uri``; None when nothing is there."""
+        fi = self._call(uri, lambda: self.fs.get_file_info(self.path(uri)))
+        if fi.type == pafs.FileType.NotFound:
+            return None
+        return _entry(uri, fi)
+
+    def exists(self, uri: str) -> bool:
+        return self.info(uri) is not None
+
+    def missing(self, uris: Iterable[str]) -> list[str]:
+        """Those of ``uris`` that do not exist (one batched metadata call)."""
+        wanted = list(uris)
+        if not wanted:
+            return []
+        infos = self._call(wanted[0], lambda: self.fs.get_file_info([self.path(u) for u in wanted]))
+        return [u for u, fi in zip(wanted, infos, strict=True) if fi.type == pafs.FileType.NotFound]
+
+    def is_dir(self, uri: str) -> bool:
+        """A directory (local) or a prefix that has objects under it (object stores)."""
+        found = self.info(uri)
+        return found is not None and found.is_dir
+
+    def check_container(self, uri: str) -> None:
+        """Raise StorageError when the bucket (container) holding ``uri`` does not exist,
+        or when ``uri`` is a file where a directory is expected."""
+        if self.is_local:
+            found = self.info(uri)
+            if found is not None and not found.is_dir:
+                raise StorageError(f"{uri}: this is a file, not a directory")
+            return
+        fi = self._call(uri, lambda: self.fs.get_file_info(self.authority))
+        if fi.type == pafs.FileType.NotFound:
+            raise StorageError(f"{uri}: the bucket {self.authority!r} does not exist")
+
+    def list(self, uri: str, recursive: bool = False) -> list[Entry]:
+        """What is under ``uri`` (empty when nothing is); directories too unless recursive."""
+        base = self.path(uri)
+        sel = pafs.FileSelector(base, recursive=recursive, allow_not_found=True)
+        infos = self._call(uri, lambda: self.fs.get_file_info(sel))
+        out = [_entry(self._uri_of(fi.path, uri, base), fi) for fi in infos]
+        if recursive:
+            out = [e for e in out if not e.is_dir]
+        return sorted(out, key=lambda e: e.uri)
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        """The content of the file at ``uri``; None when it does not exist."""
+        try:
+            with self.fs.open_input_stream(self.path(uri)) as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if self.info(uri) is None:
+                return None
+            raise self._error(uri, exc) from exc
+
+    def read_json(self, uri: str) -> Any | None:
+        """The JSON content of ``uri``; None when missing or unreadable (half-written)."""
+        data = self.read_bytes(uri)
+        if data is None:
+            return None
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+
+    # -- writing --------------------------------------------------------------
+    def write_bytes(self, uri: str, data: bytes, durable: bool = True) -> None:
+        """Write ``uri`` so readers see the old content or the new, never a part.
+
+        Local: a temporary file renamed over it (``durable`` adds an fsync);
+        object stores: one PUT, which is atomic.
+        """
+        if self.is_local:
+            path = self.path(uri)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            try:
+                with open(tmp, "wb") as fh:
+                    fh.write(data)
+                    if durable:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp)
+            return
+
+        def put() -> None:
+            with self.fs.open_output_stream(self.path(uri)) as fh:
+                fh.write(data)
+
+        self._call(uri, put)
+
+    def write_json(self, uri: str, content: Any, durable: bool = True) -> None:
+        self.write_bytes(uri, json.dumps(content, separators=(",", ":")).encode(), durable)
+
+    def touch(self, uri: str) -> bool:
+        """Set ``uri``'s modification time to now; False when it does not exist.
+
+        Object stores have no ``utime``: the object is rewritten with its own
+        content. A delete racing the rewrite can leave it recreated (TRANSACTIONS.md §12).
+        """
+        if self.is_local:
+            try:
+                os.utime(self.path(uri))
+                return True
+            except FileNotFoundError:
+                return False
+        data = self.read_bytes(uri)
+        if data is None:
+            return False
+        self.write_bytes(uri, data)
+        return True
+
+    def rename(self, src: str, dst: str) -> bool:
+        """Move ``src`` to ``dst``; False when ``src`` does not exist.
+
+        Atomic on local file systems; a copy then a delete on object stores.
+        """
+        if self.is_local:
+            try:
+                os.rename(self.path(src), self.path(dst))
+                return True
+            except FileNotFoundError:
+                return False
+        try:
+            self.fs.copy_file(self.path(src), self.path(dst))
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if self.info(src) is None:
+                return False
+            raise self._error(src, exc) from exc
+        self.delete(src)
+        return True
+
+    def delete(self, uri: str) -> bool:
+        """Delete the file at ``uri``; False when it was not there (local only knows)."""
+        if self.is_local:
+            try:
+                os.remove(self.path(uri))
+                return True
+            except (FileNotFoundError, IsADirectoryError):
+                return False
+        self._call(uri, lambda: self._lance().delete_file(self._key(uri)))
+        return True
+
+    def delete_tree(self, uri: str) -> tuple[int, int]:
+        """Delete ``uri`` and everything under it; returns (files, bytes) removed."""
+        files = self.list(uri, recursive=True)
+        if self.is_local:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_dir(self.path(uri))
+        else:
+            for f in files:
+                self.delete(f.uri)
+        return len(files), sum(f.size for f in files)
+
+    def remove_empty_dir(self, uri: str) -> bool:
+        """Remove the directory ``uri`` if it is empty (object stores have no directories)."""
+        if not self.is_local:
+            return not self.list(uri)
+        try:
+            os.rmdir(self.path(uri))
+            return True
+        except OSError:
+            return False
+
+    # -- helpers --------------------------------------------------------------
+    def _lance(self) -> Any:
+        with self._lock:
+            if self._lance_session is None:
+                from lance.file import LanceFileSession
+
+                self._lance_session = LanceFileSession(
+                    f"{self.scheme}://{self.authority}", storage_options=lance_options(self.options)
+                )
+            return self._lance_session
+
+    def _call(self, uri: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise self._error(uri, exc) from exc
+
+    def _error(self, uri: str, exc: BaseException) -> StorageError:
+        return storage_error(uri, exc, self.options)
+
+
+def storage_error(uri: str, exc: BaseException, options: Mapping[str, str] | None) -> StorageError:
+    """A StorageError naming ``uri`` and the likely cause of ``exc`` (secrets redacted)."""
+    text = redact(str(exc), options)
+    low = text.lower()
+    if "nosuchbucket" in low or "bucket does not exist" in low or "no such bucket" in low:
+        cause = "the bucket does not exist"
+    elif any(
+        s in low
+        for s in (
+            "accessdenied",
+            "access_denied",
+            "access denied",
+            "invalidaccesskeyid",
+            "signaturedoesnotmatch",
+            "forbidden",
+            "403",
+            "credentials",
+        )
+    ):
+        cause = "access denied: check the credentials and their permissions"
+    elif any(
+        s in low
+        for s in ("connect", "timed out", "timeout", "network", "dns", "resolve", "unreachable")
+    ):
+        cause = "the storage endpoint cannot be reached"
+    else:
+        cause = "storage error"
+    return StorageError(f"{uri}: {cause}: {text}")
+
+
+def _entry(uri: str, fi: pafs.FileInfo) -> Entry:
+    mtime = fi.mtime
+    if mtime is not None and mtime.tzinfo is None:
+        mtime = mtime.replace(tzinfo=dt.timezone.utc)
+    is_dir = fi.type == pafs.FileType.Directory
+    return Entry(uri, 0 if is_dir else int(fi.size or 0), mtime, is_dir)
+
+
+_CACHE: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def resolve(uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
+    """The ``Storage`` of ``uri`` (one per store and options, shared)."""
+    uri = str(uri)
+    parts = urlsplit(uri) if "://" in uri else None
+    scheme = parts.scheme.lower() if parts is not None else "file"
+    store = f"{scheme}://{parts.netloc if parts is not None and scheme != 'file' else ''}"
+    key = (store, tuple(sorted((storage_options or {}).items())))
+    with _CACHE_LOCK:
+        found = _CACHE.get(key)
+    if found is None:
+        found = Storage(uri, storage_options)
+        with _CACHE_LOCK:
+            found = _CACHE.setdefault(key, found)
+    return found
+
+
+__all__ = [
+    "Entry",
+    "Storage",
+    "StorageError",
+    "lance_options",
+    "redact",
+    "resolve",
+    "storage_error",
+]
