@@ -71,6 +71,13 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "spj_bench": (["--sf", "1"], ["--sf", "0.01", "--buckets", "4", "4", "--repeat", "1"]),
+    "search_bench": (
+        [],
+        [
+            *("--rows", "2000", "--tenants", "4", "--dim", "16", "--queries", "4"),
+            *("--query-tenants", "2", "--min-rows", "100", "--rows-per-list", "250"),
+        ],
+    ),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
 SPARK_SCRIPTS = ("spark_bench", "spj_bench")
