@@ -32,8 +32,6 @@ import contextlib  # noqa: E402
 import datetime as dt  # noqa: E402
 import decimal  # noqa: E402
 import gc  # noqa: E402
-import importlib.metadata as md  # noqa: E402
-import platform  # noqa: E402
 import resource  # noqa: E402
 import shlex  # noqa: E402
 import shutil  # noqa: E402
@@ -53,6 +51,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 # the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_env import loadavg, machine_info  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402
@@ -225,6 +225,13 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     goals: list[tuple[str, str, str]] = field(default_factory=list)  # goal, measured, verdict
     notes: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)  # answer checks that failed
+
+    def check(self, ok: bool, what: str) -> None:
+        """An answer check: a failure is reported and makes the script exit non-zero."""
+        if not ok:
+            self.failures.append(what)
+            print(f"  ANSWER CHECK FAILED: {what}", flush=True)
 
     def row(self, *args: str, **kwargs: str) -> None:
         r = Row(*args, **kwargs)
@@ -241,57 +248,6 @@ class Report:
     def note(self, section: str, text: str) -> None:
         self.notes.setdefault(section, []).append(text)
         print(f"  note: {text}", flush=True)
-
-
-def machine_info() -> list[str]:
-    def version(dist: str) -> str:
-        try:
-            return md.version(dist)
-        except md.PackageNotFoundError:
-            return "not installed"
-
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        with open("/proc/meminfo") as f:
-            mem = f"{int(f.readline().split()[1]) / 2**20:.1f} GiB"
-    except OSError:
-        pass
-    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    pkgs = [
-        "lance-partitioned",
-        "pylance",
-        "pyarrow",
-        "numpy",
-        "mmh3",
-        "datafusion",
-        "pyiceberg",
-        "pyiceberg-core",
-        "SQLAlchemy",
-        "tpchgen-cli",
-    ]
-    return [
-        f"- nproc: {affinity} (os.cpu_count {os.cpu_count()}), CPU: {cpu}",
-        f"- memory: {mem}",
-        f"- OS: {platform.platform()}",
-        f"- python: {platform.python_version()} ({sys.executable})",
-        "- packages: " + ", ".join(f"{p} {version(p)}" for p in pkgs),
-    ]
-
-
-def loadavg() -> str:
-    try:
-        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 # -- 1. bucket transform --------------------------------------------------------------
@@ -390,6 +346,7 @@ def bench_bucket(rep: Report, args: argparse.Namespace, lineitem_path: str) -> N
             same_bucket = np.array_equal(
                 ours.to_numpy(zero_copy_only=False), ice.to_numpy(zero_copy_only=False)
             )
+            rep.check(same_hash, f"{label}: murmur3 hashes differ from pyiceberg-core's")
             rep.note(
                 "1",
                 f"{label}: murmur3 hashes agree with pyiceberg-core: {same_hash}; bucket numbers "
@@ -492,6 +449,7 @@ def bench_write(
     ice_t = res["pyiceberg"][0] if "pyiceberg" in res else None
     out["lp_root"] = str(root)
     lp_rows = lp.open(str(root)).count()
+    rep.check(lp_rows == n, f"lance-partitioned holds {lp_rows:,} rows after the write, not {n:,}")
     sizes = {"ceiling": du_mib(plain), "lance-partitioned": du_mib(root)}
 
     rate = lambda t: f"{n / t.best / 1e6:.2f} M rows/s"  # noqa: E731
@@ -510,6 +468,7 @@ def bench_write(
         ice_table = iceberg_catalog(ice_dir).load_table("bench.lineitem")
         files = ice_table.inspect.files()
         ice_rows = int(pc.sum(files.column("record_count")).as_py())
+        rep.check(ice_rows == n, f"pyiceberg holds {ice_rows:,} rows after the write, not {n:,}")
         ice_parts = len({tuple(sorted(p.items())) for p in files.column("partition").to_pylist()})
         sizes["pyiceberg"] = du_mib(ice_dir)
         out["iceberg_dir"] = ice_dir
@@ -644,6 +603,8 @@ def bench_q6(
         ice_t = res["pyiceberg"][0] if "pyiceberg" in res else None
         ice_ans = res["pyiceberg"][1] if "pyiceberg" in res else None
         ok_ice = None if ice_t is None else ice_ans == answer
+        rep.check(ok_ours, f"Q6 ({vlabel}): ours {ours_ans} != reference {answer}")
+        rep.check(ok_ice is not False, f"Q6 ({vlabel}): pyiceberg {ice_ans} != reference {answer}")
         rep.row(
             f"{label}, {vlabel}",
             "lance-partitioned `lp.open(root).scan(filter).to_arrow()` + pyarrow sum",
@@ -769,6 +730,11 @@ def render(
     lines += ["", "## Goals", "", "| Goal | Measured | Verdict |", "|---|---|---|"]
     for g, m, v in rep.goals:
         lines.append(f"| {g} | {m} | {v} |")
+    lines += [
+        "",
+        "Answer checks (hashes vs pyiceberg-core, rows written, Q6 vs the Parquet reference): "
+        + ("all passed" if not rep.failures else "**FAILED**: " + "; ".join(rep.failures)),
+    ]
     if rep.notes:
         lines += ["", "## Notes", ""]
         titles = {"1": "bucket", "2": "write", "3": "Q6", "4": "plan"}
@@ -869,6 +835,9 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         print(f"written to {out}")
+    if rep.failures:
+        print("answer checks failed:\n  " + "\n  ".join(rep.failures), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,18 +1,23 @@
 """Issue 4 measurements: pruning across spec versions, and expression-field write throughput.
 
     .venv/bin/python benchmarks/evolution_bench.py [--partitions 10000] [--rows 2000000]
+        [--workdir DIR] [--reps 5] [--out benchmarks/results/evolution.md]
 
 1. ``plan()`` at N partitions spread over three spec versions, against the same N
    partitions under one version (goal: < 2x).
 2. Writing with a DataFusion ``expression`` field, ``abs(murmur3(col0)) % 16``,
    against the built-in ``bucket(16, ...)`` transform that means the same thing.
+
+Answers are checked (the script exits non-zero otherwise): each selective filter
+counts the rows numpy counts on the keys written, in both namespaces; the
+expression and the transform compute the same partition values.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -22,6 +27,7 @@ os.environ.setdefault("LANCE_LOG", "error")
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned import PartitionField, PartitionSpec  # noqa: E402
@@ -61,13 +67,36 @@ def build_three_versions(root: str, n: int) -> lp.PartitionedNamespace:
     return ns
 
 
-FILTERS = ["k = 1234", "k IN (5, 5000, 9990)", "k >= 9990", None]
+def filters(n: int) -> dict[str | None, np.ndarray | None]:
+    """The filters timed, each with numpy's mask of the keys 0..n-1 it selects.
+
+    At 10,000 partitions: ``k = 1234``, ``k IN (5, 5000, 9990)``, ``k >= 9990``
+    and no filter; smaller namespaces get the same shapes within their keys.
+    """
+    k = np.arange(n)
+    one, some, tail = min(1234, n - 1), (5, n // 2, max(n - 10, 0)), max(n - 10, 0)
+    return {
+        f"k = {one}": k == one,
+        f"k IN ({', '.join(map(str, some))})": np.isin(k, some),
+        f"k >= {tail}": k >= tail,
+        None: None,
+    }
 
 
-def plan_times(ns: lp.PartitionedNamespace) -> dict[str, float]:
+def check_answers(ns: lp.PartitionedNamespace, n: int) -> None:
+    """Each selective filter reads exactly the rows numpy selects (outside the timings)."""
+    for f, mask in filters(n).items():
+        if f is None:
+            continue
+        got, want = lp.open(ns.root).scan(f).count(), int(mask.sum())
+        if got != want:
+            raise AssertionError(f"{ns.root}: scan({f!r}).count() = {got}, numpy says {want}")
+
+
+def plan_times(ns: lp.PartitionedNamespace, n: int, reps: int = 5) -> dict[str, float]:
     out = {}
-    for f in FILTERS:
-        out[f or "(no filter)"] = timed(lambda f=f: lp.open(ns.root).plan(f))
+    for f in filters(n):
+        out[f or "(no filter)"] = timed(lambda f=f: lp.open(ns.root).plan(f), reps)
     return out
 
 
@@ -102,30 +131,39 @@ def expression_vs_transform(rows: int, workdir: str) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--reps", type=int, default=5, help="repetitions of each plan (median)")
+    parser.add_argument("--workdir", default=None, help="scratch directory (default: a new one)")
+    parser.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "evolution.md"),
+        help="markdown report path ('' to print only)",
+    )
+    args = parser.parse_args(argv)
+    started, load_start, t_start = utc_now(), loadavg(), time.perf_counter()
     workdir = args.workdir or tempfile.mkdtemp(prefix="lp-evolution-")
     os.makedirs(workdir, exist_ok=True)
+    for name in ("one", "three"):  # a reused --workdir starts from scratch
+        shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
 
     t0 = time.perf_counter()
     one = build_one_version(os.path.join(workdir, "one"), args.partitions)
     t1 = time.perf_counter()
     three = build_three_versions(os.path.join(workdir, "three"), args.partitions)
     t2 = time.perf_counter()
-    p1, p3 = plan_times(one), plan_times(three)
+    p1 = plan_times(one, args.partitions, args.reps)
+    p3 = plan_times(three, args.partitions, args.reps)
+    check_answers(one, args.partitions)
+    check_answers(three, args.partitions)
     lines = [
-        "# Evolution benchmarks",
-        "",
-        f"Command: `.venv/bin/python benchmarks/evolution_bench.py --partitions {args.partitions} --rows {args.rows}`",
-        f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}",
-        "",
         f"Built {args.partitions} partitions: one spec version in {t1 - t0:.1f} s, three versions in {t2 - t1:.1f} s.",
         "",
-        "## plan() latency (median of 5, cold `lp.open` + `plan`)",
+        f"## plan() latency (median of {args.reps}, cold `lp.open` + `plan`)",
         "",
         "| filter | 1 version (ms) | 3 versions (ms) | ratio (goal < 2x) |",
         "|---|---|---|---|",
@@ -149,14 +187,23 @@ def main() -> None:
         "",
         f"Expression / transform throughput: {vratio:.2f}x for computing values, {ratio:.2f}x for the whole append.",
     ]
-    text = "\n".join(lines) + "\n"
+    lines += [
+        "",
+        "Answers checked: the selective filters count the rows numpy selects, in both "
+        "namespaces; the expression and the transform agree on every partition value.",
+    ]
+    head = header_lines(
+        "Evolution benchmarks",
+        command(__file__, argv),
+        started,
+        load_start,
+        time.perf_counter() - t_start,
+    )
+    text = "\n".join(head + lines) + "\n"
     print(text)
-    out = os.path.join(os.path.dirname(__file__), "results", "evolution.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as fh:
-        fh.write(text)
-    print(f"written to {out}", file=sys.stderr)
+    write_report(args.out, text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Spark source/sink against Spark's own Parquet, side by side in one run (local[2]).
 
-    python benchmarks/spark_bench.py [--sf 1] [--partitions 10000]
+    .venv/bin/python benchmarks/spark_bench.py [--sf 1] [--partitions 10000] [--workdir DIR]
 
 Measures (TPC-H lineitem at ``--sf``):
 1. partitioned write by year/month(l_shipdate): ours vs ``df.write.partitionBy(y, m).parquet``;
@@ -13,12 +13,17 @@ Measures (TPC-H lineitem at ``--sf``):
    vs Spark discovering a Parquet directory with that many partitions (default
    settings, and with ``spark.sql.sources.parallelPartitionDiscovery.threshold`` raised).
 
-Prints a table and writes ``benchmarks/results/spark.md``.
+Every answer is checked (the script exits non-zero otherwise): the rows written,
+Q6's revenue from every engine against pyarrow's on the source Parquet (exact
+decimals), the row found among many partitions. Prints a table and writes
+``benchmarks/results/spark.md`` (``--out``), headed by the command, the machine
+and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import decimal
 import json
 import os
 import pickle
@@ -32,6 +37,7 @@ from typing import Any
 os.environ.setdefault("LANCE_LOG", "error")
 
 import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
@@ -44,6 +50,9 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 # the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+from core_bench import q6_mask, q6_revenue  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from demo import pipeline, tpch  # noqa: E402
@@ -157,17 +166,31 @@ class CountingSink(DataSource):
 # -- measurements -------------------------------------------------------------------
 
 
-def bench_write(spark, li, n_rows: int, work: str, rows: list, repeat: int) -> str:
+WRITE_SHAPES = ("as read", "repartitioned")
+
+
+def bench_write(
+    spark,
+    li,
+    n_rows: int,
+    work: str,
+    rows: list,
+    repeat: int,
+    shapes: tuple[str, ...] = WRITE_SHAPES,
+    warmup: bool = True,
+) -> str:
     """Our sink, Spark's partitioned Parquet write and the counting sink, on two input shapes.
 
     "as read": the DataFrame straight from the Parquet file (each task writes every
     partition it meets). "repartitioned": ``repartition(8, year, month)`` first, the
     usual way to get one file per partition. A small warm-up write of each sink comes
-    first (JVM and Python worker start-up), then the variants run round-robin.
+    first (JVM and Python worker start-up; ``warmup``), then the variants run
+    round-robin. ``shapes`` picks the input shapes (the smoke test runs one).
     """
     parallel = spark.sparkContext.defaultParallelism * 4
     y, m = F.year("l_shipdate"), F.month("l_shipdate")
-    inputs = {"as read": li, "repartitioned": li.repartition(parallel, y, m)}
+    shaped = {"as read": li, "repartitioned": li.repartition(parallel, y, m)}
+    inputs = {shape: shaped[shape] for shape in shapes}
     runs = iter(range(1_000_000))
     root = os.path.join(work, "ns_lineitem")
 
@@ -188,9 +211,10 @@ def bench_write(spark, li, n_rows: int, work: str, rows: list, repeat: int) -> s
     def counting(df) -> Callable[[], None]:
         return lambda: df.write.format("lp_bench_count").mode("append").save()
 
-    sample = li.limit(100_000)
-    for make in (ours, parquet, counting):
-        make(sample)()
+    if warmup:
+        sample = li.limit(100_000)
+        for make in (ours, parquet, counting):
+            make(sample)()
     variants = {}
     for shape, df in inputs.items():
         variants[("ours", shape)] = ours(df)
@@ -216,8 +240,10 @@ def bench_write(spark, li, n_rows: int, work: str, rows: list, repeat: int) -> s
         if entry.startswith("write-"):
             shutil.rmtree(os.path.join(work, entry), ignore_errors=True)
     shutil.rmtree(root, ignore_errors=True)
-    pipeline.write_namespace(inputs["repartitioned"], root, pipeline.LINEITEM_SPEC)
-    assert lp.open(root).count() == n_rows
+    pipeline.write_namespace(shaped["repartitioned"], root, pipeline.LINEITEM_SPEC)
+    written = lp.open(root).count()
+    if written != n_rows:
+        raise AssertionError(f"the namespace holds {written:,} rows, the input {n_rows:,}")
     return root
 
 
@@ -255,8 +281,28 @@ def bench_scan(spark, root: str, li_path: str, n_rows: int, rows: list, repeat: 
     )
 
 
-def bench_q6(spark, root: str, li_path: str, work: str, rows: list, repeat: int) -> None:
+def q6_reference(li_path: str) -> decimal.Decimal:
+    """Q6's revenue computed by pyarrow on the source Parquet (exact decimals): the oracle."""
+    t = pq.read_table(
+        li_path, columns=["l_shipdate", "l_discount", "l_quantity", "l_extendedprice"]
+    )
+    return q6_revenue(t.filter(q6_mask(t)))
+
+
+def partitioned_parquet(spark, li_path: str, work: str) -> str:
+    """Lineitem as Parquet partitioned by y/m (built once, untimed, reused from ``work``)."""
     pq_dir = os.path.join(work, "pq_lineitem")
+    done = os.path.join(pq_dir, "_SUCCESS")
+    if not os.path.exists(done):
+        shutil.rmtree(pq_dir, ignore_errors=True)
+        y, m = F.year("l_shipdate"), F.month("l_shipdate")
+        li = spark.read.parquet(li_path)
+        li.withColumn("y", y).withColumn("m", m).write.partitionBy("y", "m").parquet(pq_dir)
+    return pq_dir
+
+
+def bench_q6(spark, root: str, li_path: str, work: str, rows: list, repeat: int) -> None:
+    pq_dir = partitioned_parquet(spark, li_path, work)
     spark.read.parquet(li_path).createOrReplaceTempView("li_flat")
 
     def ours():
@@ -277,7 +323,17 @@ def bench_q6(spark, root: str, li_path: str, work: str, rows: list, repeat: int)
         return spark.sql(Q6.format(t="li_part", extra="y = 1994 AND ")).collect()[0][0]
 
     flat = lambda: spark.sql(Q6.format(t="li_flat", extra="")).collect()[0][0]  # noqa: E731
-    assert ours() == ours_columns() == pq_part() == flat()
+    answers = {
+        "lance_partitioned": ours(),
+        "lance_partitioned (columns)": ours_columns(),
+        "Parquet partitioned y/m": pq_part(),
+        "Parquet": flat(),
+    }
+    reference = q6_reference(li_path)
+    wrong = {k: v for k, v in answers.items() if v != reference}
+    if wrong:
+        raise AssertionError(f"Q6 revenue differs from pyarrow's {reference}: {wrong}")
+    print(f"  Q6 revenue {reference} from every engine (= pyarrow on the source)", flush=True)
     t = interleaved(
         {"ours": ours, "ours_columns": ours_columns, "part": pq_part, "flat": flat}, repeat
     )
@@ -302,17 +358,21 @@ def bench_many_partitions(spark, work: str, n: int, rows: list, repeat: int) -> 
     pq_dir = os.path.join(work, f"pq_{n}")
     schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.int64())])
     data = pa.table({"k": pa.array(range(n), pa.int32()), "v": pa.array(range(n), pa.int64())})
-    if not os.path.exists(os.path.join(root, "__manifest")):
+    # built once and reused from --workdir; a marker tells a finished build from a crashed one
+    marker = os.path.join(work, f"ns_{n}.complete")
+    if not os.path.exists(marker):
         shutil.rmtree(root, ignore_errors=True)
         print(f"  creating a namespace with {n} partitions ...", flush=True)
         _, t = timed(lambda: lp.create(root, schema, "k").append(data))
         print(f"    {t:.1f}s", flush=True)
-    if not os.path.exists(pq_dir):
+        open(marker, "w").close()
+    if not os.path.exists(os.path.join(pq_dir, "_SUCCESS")):
+        shutil.rmtree(pq_dir, ignore_errors=True)
         print(f"  creating a Parquet directory with {n} partitions ...", flush=True)
         df = spark.createDataFrame(data.to_pandas()).repartition(8, "k")
         _, t = timed(lambda: df.write.partitionBy("k").parquet(pq_dir))
         print(f"    {t:.1f}s", flush=True)
-    key = n // 2 + 7
+    key = min(n // 2 + 7, n - 1)
 
     def ours():
         got = (
@@ -378,15 +438,19 @@ def bench_many_partitions(spark, work: str, n: int, rows: list, repeat: int) -> 
 
 def report(rows: list, args, extra: dict[str, Any]) -> str:
     lines = [
-        "# Spark source/sink vs Spark Parquet",
-        "",
-        f"`python benchmarks/spark_bench.py --sf {args.sf:g} --partitions {args.partitions}` — "
-        f"TPC-H SF {args.sf:g}, Spark local[2], PySpark 4.3; reads: median of {args.repeat} "
+        *header_lines(
+            "Spark source/sink vs Spark Parquet",
+            extra["command"],
+            extra["started"],
+            extra["load"],
+            time.perf_counter() - extra["t0"],
+        ),
+        f"TPC-H SF {args.sf:g}, Spark local[2]; reads: median of {args.repeat} "
         f"rounds, writes: median of {args.write_repeat} rounds after a warm-up write of each sink; "
-        "variants interleaved round-robin; the setup of the many-partition tables runs once.",
-        "",
-        f"Machine: {os.cpu_count()} cores; load average at start {extra['load']} "
-        "(other jobs were running: absolute numbers are noisy, ratios less so).",
+        "variants interleaved round-robin; the setup of the many-partition tables and of the "
+        "partitioned Parquet copy read by Q6 runs once, untimed. Answers checked: rows written, "
+        "Q6's revenue from every engine equal to pyarrow's on the source Parquet, the row found "
+        "among many partitions.",
         "",
         "| Measurement | lance_partitioned | Compared with | Spark | Ratio (ours / Spark) | Rows/s (ours) |",
         "|---|---:|---|---:|---:|---:|",
@@ -400,26 +464,49 @@ def report(rows: list, args, extra: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, spark=None) -> int:
+    """Run the benchmark; ``spark``: a session to use (and leave running) instead of a new one."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--write-repeat", type=int, default=2, help="rounds of the write variants")
+    parser.add_argument(
+        "--write-shapes",
+        default=",".join(WRITE_SHAPES),
+        help="input shapes of the write comparison (comma-separated; default: both)",
+    )
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the warm-up write of each sink (for a smoke run; timings then include start-up)",
+    )
     parser.add_argument("--workdir", default="./data/bench-spark")
     parser.add_argument(
         "--out",
         default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "spark.md"),
+        help="markdown report path ('' to print only)",
     )
     args = parser.parse_args(argv)
     work = os.path.abspath(args.workdir)
     os.makedirs(work, exist_ok=True)
-    extra = {"load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}
+    extra = {
+        "load": loadavg(),
+        "started": utc_now(),
+        "t0": time.perf_counter(),
+        "command": command(__file__, argv),
+    }
     print(f"TPC-H SF {args.sf:g} ...", flush=True)
     li_path = tpch.generate(args.sf, os.path.join(work, f"tpch-sf{args.sf:g}"), ("lineitem",))[
         "lineitem"
     ]
-    spark = lps.local_session("local[2]", "lance_partitioned-bench", shuffle_partitions=8)
+    shapes = tuple(s.strip() for s in args.write_shapes.split(",") if s.strip())
+    unknown = set(shapes) - set(WRITE_SHAPES)
+    if unknown or not shapes:
+        parser.error(f"--write-shapes: choose among {', '.join(WRITE_SHAPES)}")
+    own = spark is None
+    if own:
+        spark = lps.local_session("local[2]", "lance_partitioned-bench", shuffle_partitions=8)
     spark.dataSource.register(MemorySource)
     spark.dataSource.register(CountingSink)
     rows: list = []
@@ -427,7 +514,9 @@ def main(argv: list[str] | None = None) -> int:
         li = spark.read.parquet(li_path)
         n_rows = li.count()
         print("write ...", flush=True)
-        root = bench_write(spark, li, n_rows, work, rows, args.write_repeat)
+        root = bench_write(
+            spark, li, n_rows, work, rows, args.write_repeat, shapes, not args.no_warmup
+        )
         print("scan ...", flush=True)
         bench_scan(spark, root, li_path, n_rows, rows, args.repeat)
         print("Q6 ...", flush=True)
@@ -435,12 +524,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.partitions} partitions ...", flush=True)
         bench_many_partitions(spark, work, args.partitions, rows, args.repeat)
     finally:
-        lps.stop_session(spark)
+        if own:
+            lps.stop_session(spark)
     text = report(rows, args, extra)
     print(text)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_report(args.out, text)
     return 0
 
 

@@ -14,7 +14,10 @@ with a ``noop`` write, which materialises every output row without collecting:
 Shuffle bytes are Spark's own metric (``AppStatusStore`` stage data, summed over
 the stages of each run). The namespaces are written once with the core API
 (``ns.append``) and reused by later runs from ``--workdir``. Row counts of all
-variants are checked equal. Goal: ``spj`` ≤ 0.7 × ``spark_ds`` and 0 shuffle bytes.
+variants are checked equal to lineitem's row count read from its Parquet footer
+(every line item has its order); the script exits non-zero otherwise. Goal:
+``spj`` ≤ 0.7 × ``spark_ds`` and 0 shuffle bytes. The report is headed by the
+command, the machine and the load average.
 """
 
 from __future__ import annotations
@@ -24,9 +27,6 @@ import os
 os.environ.setdefault("LANCE_LOG", "error")
 
 import argparse  # noqa: E402
-import datetime as dt  # noqa: E402
-import platform  # noqa: E402
-import shlex  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -35,8 +35,13 @@ from collections.abc import Callable  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+# the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned import tpch  # noqa: E402
+from demo import tpch  # noqa: E402
 
 ON = [("o_orderkey", "l_orderkey")]
 
@@ -96,7 +101,8 @@ def measure(spark, variants: dict[str, Callable], repeat: int) -> dict[str, dict
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, spark=None) -> int:
+    """Run the benchmark; ``spark``: a session to use (and leave running) instead of a new one."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--workdir", default="/tmp/lp_spj_bench")
@@ -105,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "spj.md"))
     args = ap.parse_args(argv)
+    started, load_start, t0 = utc_now(), loadavg(), time.perf_counter()
 
     from lance_partitioned.spark import NAME, local_session, stop_session
     from lance_partitioned.spark.storage_partitioned_join import executed_plan, join, join_explain
@@ -119,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     explain = join_explain(o_root, l_root, ON)
     print(explain.splitlines()[3], flush=True)
 
-    spark = local_session(args.master, "spj_bench", conf={"spark.driver.memory": "6g"})
+    own = spark is None
+    if own:
+        spark = local_session(args.master, "spj_bench", conf={"spark.driver.memory": "6g"})
     try:
         variants: dict[str, Callable] = {
             "spj": lambda: join(spark, o_root, l_root, ON),
@@ -140,14 +149,22 @@ def main(argv: list[str] | None = None) -> int:
         print(plans, flush=True)
         results = measure(spark, variants, args.repeat)
     finally:
-        stop_session(spark)
+        if own:
+            stop_session(spark)
 
-    rows = {r["rows"] for r in results.values()}
-    assert len(rows) == 1, f"variants disagree on the row count: {results}"
-    report = render(args, argv, results, plans, explain)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        fh.write(report)
+    expected = pq.ParquetFile(paths["lineitem"]).metadata.num_rows
+    wrong = {k: r["rows"] for k, r in results.items() if r["rows"] != expected}
+    if wrong:
+        raise AssertionError(f"join row counts differ from lineitem's {expected:,} rows: {wrong}")
+    head = header_lines(
+        "Storage partitioned join: TPC-H orders ⨝ lineitem",
+        command(__file__, argv),
+        started,
+        load_start,
+        time.perf_counter() - t0,
+    )
+    report = "\n".join(head) + render(args, results, plans, explain)
+    write_report(args.out, report)
     print(report)
     return 0
 
@@ -164,28 +181,13 @@ def _strategy(plan: str) -> str:
     return f"{', '.join(kinds) or 'MapInArrow (SPJ)'}; {exchanges} Exchange node(s)"
 
 
-def render(args, argv, results: dict, plans: dict, explain: str) -> str:
+def render(args, results: dict, plans: dict, explain: str) -> str:
     base = results["spark_ds"]["median"]
-    cmd = "  .venv/bin/python benchmarks/spj_bench.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
-    )
-    load = os.getloadavg()
     lines = [
-        "# Storage partitioned join: TPC-H orders ⨝ lineitem",
-        "",
-        f"Run {dt.datetime.now().isoformat(timespec='seconds')} on {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, Spark master "
-        f"`{args.master}`; load average before the report {load[0]:.1f} / {load[1]:.1f} / "
-        f"{load[2]:.1f} (1/5/15 min; other jobs shared the machine when this is above the "
-        "CPU count).",
-        "",
-        "Command:",
-        "",
-        cmd.rstrip(),
-        "",
-        f"Scale factor {args.sf:g}: orders by `bucket(o_orderkey, {args.buckets[0]})`, lineitem "
+        f"Spark master `{args.master}`. Scale factor {args.sf:g}: orders by `bucket(o_orderkey, {args.buckets[0]})`, lineitem "
         f"by `bucket(l_orderkey, {args.buckets[1]})`; inner join on `o_orderkey = l_orderkey`, "
-        f"all columns of both, {results['spj']['rows']:,} output rows; after one warm-up run "
+        f"all columns of both, {results['spj']['rows']:,} output rows (every variant, checked "
+        "against lineitem's row count); after one warm-up run "
         f"each, the variants ran {args.repeat} interleaved rounds, each a "
         "`df.write.format('noop')` (materialises every row, collects nothing).",
         "",

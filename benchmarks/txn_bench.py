@@ -2,6 +2,7 @@
 and concurrent writers.
 
     .venv/bin/python benchmarks/txn_bench.py [--commits 1000] [--workdir /tmp/lptxn]
+        [--latency-partitions 1,100,1000] [--writers 1,2,4] [--txns 40]
 
 1. Commit latency of one transaction touching 1, 100 and 1,000 partitions (10 rows
    each): ``commit_write`` alone (stage every leaf + one ``__manifest`` commit),
@@ -13,7 +14,10 @@ and concurrent writers.
 3. Throughput of 1, 2 and 4 writer processes appending to disjoint (existing)
    partitions, 2 partitions per transaction.
 
-Prints a markdown report and writes it to ``benchmarks/results/txn.md``.
+Every namespace's row count is checked against the rows appended (the script
+exits non-zero otherwise). Prints a markdown report, headed by the command, the
+machine and the load average, and writes it to ``benchmarks/results/txn.md``
+(``--out``).
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ os.environ.setdefault("LANCE_LOG", "error")
 import argparse  # noqa: E402
 import datetime as dt  # noqa: E402
 import multiprocessing as mp  # noqa: E402
-import platform  # noqa: E402
+import queue  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
+from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.catalog.snapshot import Snapshot  # noqa: E402
@@ -75,7 +81,14 @@ def timed_commit(ns: lp.PartitionedNamespace, table: pa.Table) -> tuple[float, f
     return t1 - t0, t2 - t1
 
 
-def bench_latency(work: Path) -> list[str]:
+def check_rows(root: str, expected: int) -> None:
+    """The namespace holds exactly the rows appended to it."""
+    got = lp.open(root).count()
+    if got != expected:
+        raise AssertionError(f"{root} holds {got:,} rows, {expected:,} were appended")
+
+
+def bench_latency(work: Path, sizes: tuple[int, ...] = (1, 100, 1000)) -> list[str]:
     lines = [
         "## 1. Commit latency of one transaction",
         "",
@@ -86,7 +99,7 @@ def bench_latency(work: Path) -> list[str]:
         "| partitions | new: files | new: commit | existing: files | existing: commit | `ns.append` (existing) |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
-    for n in (1, 100, 1000):
+    for n in sizes:
         new_f, new_c, ex_f, ex_c, whole = [], [], [], [], []
         for rep in range(3):
             root = str(work / f"lat-{n}-{rep}")
@@ -101,6 +114,7 @@ def bench_latency(work: Path) -> list[str]:
             t0 = time.perf_counter()
             ns.append(data(list(range(n)), 10, 20 * n))
             whole.append(time.perf_counter() - t0)
+            check_rows(root, 3 * 10 * n)
             shutil.rmtree(root, ignore_errors=True)
         med = statistics.median
         lines.append(
@@ -157,6 +171,7 @@ def bench_growth(work: Path, commits: int) -> list[str]:
                 ns.cleanup(older_than=dt.timedelta(0))
                 ns.vacuum(older_than=dt.timedelta(0))
                 spent += time.perf_counter() - t0
+        check_rows(root, 20 + 2 * commits)
         if maintain:
             lines.append("")
             lines.append(
@@ -166,10 +181,13 @@ def bench_growth(work: Path, commits: int) -> list[str]:
     return lines
 
 
-def _writer(root: str, worker: int, txns: int, go: mp.Event, out: mp.Queue) -> None:
+def _writer(
+    root: str, worker: int, txns: int, ready: mp.Queue, go: mp.Event, out: mp.Queue
+) -> None:
     ns = lp.open(root)
     parts = [2 * worker, 2 * worker + 1]
     conflicts = 0
+    ready.put(worker)
     go.wait()  # start together, after every process has imported and opened
     t0 = time.perf_counter()
     for i in range(txns):
@@ -182,7 +200,9 @@ def _writer(root: str, worker: int, txns: int, go: mp.Event, out: mp.Queue) -> N
     out.put((time.perf_counter() - t0, conflicts))
 
 
-def bench_throughput(work: Path, txns: int = 40) -> list[str]:
+def bench_throughput(
+    work: Path, txns: int = 40, writer_counts: tuple[int, ...] = (1, 2, 4)
+) -> list[str]:
     lines = [
         "## 3. Concurrent writers on disjoint partitions",
         "",
@@ -193,25 +213,34 @@ def bench_throughput(work: Path, txns: int = 40) -> list[str]:
         "|---:|---:|---:|---:|---:|",
     ]
     ctx = mp.get_context("spawn")
-    for writers in (1, 2, 4):
+    for writers in writer_counts:
         root = str(work / f"tp-{writers}")
         shutil.rmtree(root, ignore_errors=True)
         ns = lp.create(root, SCHEMA, "part")
         ns.append(data(list(range(8)), 1, 10**9))
-        q, go = ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=_writer, args=(root, w, txns, go, q)) for w in range(writers)]
+        q, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+        procs = [
+            ctx.Process(target=_writer, args=(root, w, txns, ready, go, q)) for w in range(writers)
+        ]
         for p in procs:
             p.start()
-        time.sleep(3.0)  # let every process import lance and open the namespace
-        t0 = time.perf_counter()
-        go.set()
-        results = [q.get() for _ in procs]
+        try:
+            for _ in procs:  # every process has imported lance and opened the namespace
+                ready.get(timeout=300)
+            t0 = time.perf_counter()
+            go.set()
+            results = [q.get(timeout=1800) for _ in procs]
+        except queue.Empty:
+            codes = [p.exitcode for p in procs]
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"a writer process died or hung (exit codes {codes})") from None
         wall = time.perf_counter() - t0
         for p in procs:
             p.join()
         total = writers * txns
         conflicts = sum(c for _, c in results)
-        assert lp.open(root).count() == 8 + total * 20
+        check_rows(root, 8 + total * 20)
         lines.append(f"| {writers} | {total} | {wall:.1f} s | {total / wall:.1f} | {conflicts} |")
         shutil.rmtree(root, ignore_errors=True)
     return lines
@@ -237,30 +266,52 @@ NOTES = [
 ]
 
 
-def main() -> None:
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--workdir", default="/tmp/lptxn")
-    ap.add_argument("--out", default=str(DEFAULT_OUT))
-    args = ap.parse_args()
+    ap.add_argument(
+        "--latency-partitions",
+        type=_ints,
+        default=(1, 100, 1000),
+        help="partitions per timed transaction (comma-separated; default 1,100,1000)",
+    )
+    ap.add_argument(
+        "--writers",
+        type=_ints,
+        default=(1, 2, 4),
+        help="writer process counts (comma-separated; default 1,2,4)",
+    )
+    ap.add_argument("--txns", type=int, default=40, help="transactions per writer process")
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="report path ('' to print only)")
+    args = ap.parse_args(argv)
+    started, load_start, t0 = utc_now(), loadavg(), time.perf_counter()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    lines = [
-        "# Transaction benchmarks",
-        "",
-        f"`benchmarks/txn_bench.py --commits {args.commits}` on {platform.machine()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{dt.date.today().isoformat()}. Local disk. Load average at start: "
-        f"{os.getloadavg()[0]:.1f} (the machine is shared; absolute numbers are noisy).",
-        "",
-    ]
-    for section in (bench_latency(work), bench_growth(work, args.commits), bench_throughput(work)):
+    lines = ["Local disk.", ""]
+    for section in (
+        bench_latency(work, args.latency_partitions),
+        bench_growth(work, args.commits),
+        bench_throughput(work, args.txns, args.writers),
+    ):
         lines += section + [""]
         print("\n".join(section), flush=True)
     lines += NOTES
-    Path(args.out).write_text("\n".join(lines))
-    print(f"wrote {args.out}")
+    head = header_lines(
+        "Transaction benchmarks",
+        command(__file__, argv),
+        started,
+        load_start,
+        time.perf_counter() - t0,
+    )
+    text = "\n".join(head + lines)
+    write_report(args.out, text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -145,3 +145,21 @@ def test_progress_true_draws_a_bar_even_without_a_terminal(tmp_path):
     )
     assert out.stdout == ""
     assert "append" in out.stderr and "3/3" in out.stderr
+
+
+def test_index_builds_report_partitions(tmp_path):
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    t = table(300, 5)
+    parts = len(pc.unique(t["k"]))
+    ns.append(t)
+    rec = Recorder()
+    ns.create_index("v", "BTREE", progress=rec)
+    rec.check_shape("create_index", "partitions")
+    assert rec.events[0].total == parts
+    assert rec.events[-1].done == parts
+
+    ns.append(table(20, 7))  # two new partitions (k = 5, 6) and rows in old ones
+    rec = Recorder()
+    ns.optimize_indexes(progress=rec)
+    rec.check_shape("optimize_indexes", "partitions")
+    assert rec.events[-1].done == rec.events[0].total >= 2

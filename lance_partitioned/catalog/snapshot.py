@@ -199,21 +199,28 @@ class Snapshot:
             spec_of[head] = sid
             cols = [data[f.column] for f in self.specs[sid].fields]
             values_of[sid] = list(zip(*cols, strict=True)) if cols else [()] * len(oids)
-        return [
-            Leaf(oid, loc, spec_of[head], values_of[spec_of[head]][i], rv, rb, rt)
-            for i, (oid, head, loc, rv, rb, rt) in enumerate(
-                zip(
-                    oids,
-                    heads,
-                    data["location"],
-                    data["read_version"],
-                    data["read_branch"],
-                    data["read_tag"],
-                    strict=True,
-                )
-            )
-            if head not in foreign
-        ]
+        sids = [spec_of.get(head) for head in heads]
+        if len(values_of) == 1:  # one spec version (the usual case): its values, row by row
+            (values,) = values_of.values()
+        else:
+            values = [None if sid is None else values_of[sid][i] for i, sid in enumerate(sids)]
+        # Leaf._make is tuple.__new__ on each zipped row (no per-row Python call)
+        leaves = map(
+            Leaf._make,
+            zip(
+                oids,
+                data["location"],
+                sids,
+                values,
+                data["read_version"],
+                data["read_branch"],
+                data["read_tag"],
+                strict=True,
+            ),
+        )
+        if foreign:
+            return [leaf for leaf in leaves if leaf.spec_id is not None]
+        return list(leaves)
 
     def leaves_of_spec(self, spec_id: int) -> list[Leaf]:
         return self.leaves(spec_members(spec_id))

@@ -168,10 +168,16 @@ class Storage:
             )
         self.authority = parts.netloc if parts is not None and self.scheme != "file" else ""
         self.options = options
+        self._uri = uri
         self._lance_session: Any = None
         self._lock = threading.Lock()
         self.fs = self._filesystem(options)
         self.endpoint = _option(options, "endpoint", ("AWS_ENDPOINT_URL", "AWS_ENDPOINT"))
+
+    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, str]]]:
+        # Spark ships snapshots (and so their Storage) to executors: rebuild the store
+        # there from its URI and options instead of pickling locks and file systems
+        return resolve, (self._uri, self.options)
 
     def __repr__(self) -> str:  # never the options: they hold credentials
         return f"Storage({self.scheme}://{self.authority})"

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.facade.base import NamespaceHandle, mutator
+from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.scan import FilterLike
 
 
@@ -26,6 +27,7 @@ class SearchMethods(NamespaceHandle):
         name: str | None = None,
         filter: FilterLike = None,
         accelerator: str | None = None,
+        progress: ProgressLike = None,
         **params: Any,
     ) -> Any:
         """Define a Lance index and build it on every partition (or those ``filter`` selects).
@@ -43,6 +45,8 @@ class SearchMethods(NamespaceHandle):
             filter: build only on the partitions this filter selects (pruned as
                 ``scan`` prunes).
             accelerator: ``"cuda"`` trains IVF on a GPU (Lance's ``accelerator``).
+            progress: partitions built: a bar on a terminal (None), always (True),
+                never (False), or a callable taking ``ProgressEvent``s.
             params: Lance's parameters: ``metric`` (l2, cosine, dot),
                 ``num_partitions``, ``num_sub_vectors``, ...; ``min_rows``:
                 partitions with fewer rows stay flat (searched exactly); the
@@ -60,9 +64,10 @@ class SearchMethods(NamespaceHandle):
         """
         from lance_partitioned.search import build
 
-        report = build.create_index(
-            self._manifest, column, index_type, name, filter, accelerator, **params
-        )
+        with reporter(progress, "create_index", "partitions") as built:
+            report = build.create_index(
+                self._manifest, column, index_type, name, filter, accelerator, built, **params
+            )
         self.refresh()
         return report
 
@@ -94,11 +99,14 @@ class SearchMethods(NamespaceHandle):
         return report
 
     @mutator
-    def optimize_indexes(self, accelerator: str | None = None) -> Any:
+    def optimize_indexes(
+        self, accelerator: str | None = None, progress: ProgressLike = None
+    ) -> Any:
         """Index what writes added since the last build: new partitions get every
         definition, partitions with appended rows are rebuilt; one commit.
 
-        ``accelerator``: ``"cuda"`` trains IVF indexes on a GPU (as in ``create_index``).
+        ``accelerator``: ``"cuda"`` trains IVF indexes on a GPU (as in ``create_index``);
+        ``progress`` counts partitions built (as in ``create_index``).
 
         Example::
 
@@ -107,7 +115,8 @@ class SearchMethods(NamespaceHandle):
         """
         from lance_partitioned.search import build
 
-        report = build.optimize_indexes(self._manifest, accelerator)
+        with reporter(progress, "optimize_indexes", "partitions") as built:
+            report = build.optimize_indexes(self._manifest, accelerator, built)
         self.refresh()
         return report
 

@@ -262,9 +262,27 @@ class IdLayout:
         Raises if a file holds an id Lance's natural numbering of ``arrow`` does
         not have: the column it holds could not be told (never guessed).
         """
+        mapping, identity = self._natural_to_wanted
+        if not identity:
+            return remap_fragments(fragments, mapping, strict=True)
+        # Lance's numbering already gives the wanted ids (the common case): the
+        # fragments stand as written, after the same check remap_fragments makes
+        for frag in fragments:
+            for f in frag.files:
+                unknown = [i for i in f.fields if i != TOMBSTONE and i not in mapping]
+                if unknown:
+                    raise FieldIdLayoutError(
+                        f"data file {f.path!r} holds field ids {unknown} that Lance's "
+                        f"numbering of the written columns ({sorted(mapping)}) does not have"
+                    )
+        return list(fragments)
+
+    @functools.cached_property
+    def _natural_to_wanted(self) -> tuple[dict[int, int], bool]:
+        # computed once per layout: a write remaps the fragments of every leaf it creates
         natural = [i for w in natural_field_ids(self.arrow) for i in w]
         wanted = [i for w in self.ids for i in w]
-        return remap_fragments(fragments, dict(zip(natural, wanted, strict=True)), strict=True)
+        return dict(zip(natural, wanted, strict=True)), natural == wanted
 
 
 def without_field_id_metadata(arrow: pa.Schema) -> pa.Schema:

@@ -76,14 +76,19 @@ def _stage(
     published: Leaf | None,
     mode: WriteMode,
     staged: StagedSet,
+    new_layout: IdLayout | None,
 ) -> StagedLeaf:
-    """Stage one leaf of a write: a new dataset for a new partition, else a new version."""
+    """Stage one leaf of a write: a new dataset for a new partition, else a new version.
+
+    ``new_layout`` is ``namespace_layout(snapshot.schema)``, computed once per
+    commit by the caller (it is needed for every new leaf).
+    """
     uri = snapshot.leaf_uri(leaf_write.location)
     opts = snapshot.manifest.storage_options
     if leaf_write.is_new:
+        assert new_layout is not None
         staged.new_dirs.append(uri)
-        layout: IdLayout = namespace_layout(snapshot.schema)
-        return stage_new_leaf(uri, layout, leaf_write.fragment_metadata(), staged.txn, opts)
+        return stage_new_leaf(uri, new_layout, leaf_write.fragment_metadata(), staged.txn, opts)
     assert published is not None
     return _stage_existing(uri, leaf_write, published, mode, staged, opts, snapshot)
 
@@ -262,13 +267,18 @@ def commit_write(
         planned = {leaf_write.object_id: by_id[leaf_write.object_id] for leaf_write in existing}
     pause_point("files_written")
     published: int | None = None
+    new_layout = (
+        namespace_layout(snapshot.schema)
+        if any(leaf_write.is_new for leaf_write in written.leaves.values())
+        else None
+    )
     own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
     staged.lease = lease or own
     try:
         run_parallel(
             list(written.leaves.values()),
             lambda leaf_write: _stage(
-                snapshot, leaf_write, planned.get(leaf_write.object_id), mode, staged
+                snapshot, leaf_write, planned.get(leaf_write.object_id), mode, staged, new_layout
             ),
             lambda leaf_write, s: staged.leaves.__setitem__(leaf_write.object_id, s),
         )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import lance
-from lance.fragment import FragmentMetadata
+from lance.fragment import DataFile, FragmentMetadata
 
 from lance_partitioned.catalog import storage
 from lance_partitioned.errors import CommitConflictError
@@ -44,10 +44,21 @@ def version_files(ds: lance.LanceDataset) -> set[str]:
     return fragment_files([frag.metadata for frag in ds.get_fragments()])
 
 
+def _data_file_path(f: DataFile) -> str:
+    # Lance's ``DataFile.path`` property defines a class on every call (a
+    # backwards-compatibility shim), a third of this check's cost per new leaf;
+    # the dataclass field behind it holds the same string
+    path = getattr(f, "_path", None)
+    return path if isinstance(path, str) else str(f.path)
+
+
 def fragment_files(fragments: Sequence[FragmentMetadata]) -> set[str]:
+    """Paths (relative to the dataset) of the data and deletion files of ``fragments``."""
     out = set()
     for md in fragments:
-        out.update("data/" + f.path for f in md.files if getattr(f, "base_id", None) is None)
+        out.update(
+            "data/" + _data_file_path(f) for f in md.files if getattr(f, "base_id", None) is None
+        )
         dfile = md.deletion_file
         if dfile is not None and getattr(dfile, "base_id", None) is None:
             out.add(dfile.path(md.id))

@@ -36,6 +36,7 @@ from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
+from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.scan import FilterLike, Scan
 from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
 from lance_partitioned.operations.transaction import (
@@ -219,6 +220,7 @@ def _publish(
     changes: dict[str, tuple[Leaf, LeafChange]],
     lease: Any,
     before_rows: Callable[[], lance.LanceDataset] | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> tuple[int | None, list[str]]:
     """Stage every change in parallel, then publish the changed leaves in one commit.
 
@@ -233,11 +235,14 @@ def _publish(
     def stage(oid: str) -> StagedLeaf:
         leaf, change = changes[oid]
         target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
-        return stage_leaf(
+        out = stage_leaf(
             target.uri, target.published, change, staged.txn, opts, branch=target.branch
         )
+        progress.advance()  # one partition's index built (thread-safe)
+        return out
 
     published = None
+    progress.start(len(changes))
     try:
         run_parallel(sorted(changes), stage, lambda oid, s: staged.leaves.__setitem__(oid, s))
         versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
@@ -264,9 +269,12 @@ def create_index(
     name: str | None = None,
     filter: FilterLike = None,
     accelerator: str | None = None,
+    progress: Progress = NO_PROGRESS,
     **params: Any,
 ) -> IndexReport:
     """Define an index and build it on every leaf in its scope, published atomically.
+
+    ``progress`` counts partitions built (``operations.progress``).
 
     Bad requests (missing column, wrong type, unknown index type, metric or
     parameter, a name or column already indexed) raise before anything is
@@ -301,7 +309,9 @@ def create_index(
 
     with leases.hold(manifest, "create_index") as lease:
         try:
-            version, done = _publish(manifest, snapshot, changes, lease, record_definition)
+            version, done = _publish(
+                manifest, snapshot, changes, lease, record_definition, progress
+            )
         except BaseException:
             if same is None:
                 _forget_definition(manifest, d.name, defs)
@@ -323,7 +333,9 @@ def _forget_definition(manifest: Manifest, name: str, before: dict[str, IndexDef
         log.warning("could not remove the definition of failed index %s: %s", name, exc)
 
 
-def optimize_indexes(manifest: Manifest, accelerator: str | None = None) -> IndexReport:
+def optimize_indexes(
+    manifest: Manifest, accelerator: str | None = None, progress: Progress = NO_PROGRESS
+) -> IndexReport:
     """Give every leaf the indexes its definitions call for, published in one commit.
 
     Leaves created by later writes get their indexes; leaves with rows
@@ -350,7 +362,7 @@ def optimize_indexes(manifest: Manifest, accelerator: str | None = None) -> Inde
     if not changes:
         return IndexReport(snapshot.version, [])
     with leases.hold(manifest, "optimize_indexes") as lease:
-        version, done = _publish(manifest, snapshot, changes, lease)
+        version, done = _publish(manifest, snapshot, changes, lease, progress=progress)
     return IndexReport(version or snapshot.version, done)
 
 

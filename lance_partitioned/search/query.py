@@ -10,6 +10,9 @@ in namespace form: the requested columns mapped by field id
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +22,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.filters.evaluate import filter_batch
+from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.search import bm25
@@ -38,6 +42,43 @@ class LeafContext:
     empty: bool = False  # the filter matches no row of this leaf
 
 
+# Opened leaf datasets by (uri, pinned version, storage options). A pinned
+# version never changes, and a LanceDataset keeps its index and metadata caches:
+# reopening the leaf for every search would read its index again each time
+# (on 10k-row partitions that tripled the latency of a tenant search).
+# Only numeric versions are cached: a tag or a branch head can move.
+_OPEN_LEAVES: OrderedDict[tuple[Any, ...], lance.LanceDataset] = OrderedDict()
+_OPEN_LEAVES_MAX = 256
+_OPEN_LEAVES_LOCK = threading.Lock()
+
+
+def open_pinned(
+    uri: str,
+    leaf: Leaf,
+    storage_options: dict[str, str] | None,
+    opener: Callable[[], lance.LanceDataset],
+) -> lance.LanceDataset:
+    """``opener()`` (the leaf at its pinned version), reused while the process holds it."""
+    ref = leaf.version_ref()
+    cacheable = leaf.read_tag is None and (
+        isinstance(ref, int) or (isinstance(ref, tuple) and ref[1] is not None)
+    )
+    if not cacheable:
+        return opener()
+    key = (uri, ref, tuple(sorted((storage_options or {}).items())))
+    with _OPEN_LEAVES_LOCK:
+        ds = _OPEN_LEAVES.get(key)
+        if ds is not None:
+            _OPEN_LEAVES.move_to_end(key)
+            return ds
+    ds = opener()
+    with _OPEN_LEAVES_LOCK:
+        _OPEN_LEAVES[key] = ds
+        while len(_OPEN_LEAVES) > _OPEN_LEAVES_MAX:
+            _OPEN_LEAVES.popitem(last=False)
+    return ds
+
+
 def open_context(
     snapshot: Snapshot, scan: Scan, leaf: Leaf, ordinal: int, columns: list[str]
 ) -> LeafContext:
@@ -48,13 +89,39 @@ def open_context(
     after it was written) is filtered in namespace form with DataFusion, the
     same dialect, and gets the matching row ids as its prefilter.
     """
-    ds = snapshot.open_leaf(leaf)
+    uri = snapshot.leaf_uri(leaf.location)
+    opts = snapshot.manifest.storage_options
+    return leaf_context(
+        open_pinned(uri, leaf, opts, lambda: snapshot.open_leaf(leaf)),
+        snapshot.schema,
+        leaf,
+        ordinal,
+        columns,
+        scan.leaf_filter(leaf),
+        scan.filter_columns,
+    )
+
+
+def leaf_context(
+    ds: lance.LanceDataset,
+    schema: Schema,
+    leaf: Leaf,
+    ordinal: int,
+    columns: list[str],
+    sql: str | None,
+    filter_columns: Sequence[str],
+) -> LeafContext:
+    """``open_context`` for a leaf already opened at its pinned version.
+
+    Needs no snapshot or ``Scan``: the residual filter ``sql`` and the scan's
+    ``filter_columns`` are passed in, so Spark tasks (``spark.search``) build
+    the same context from what the driver planned.
+    """
     label = leaf.object_id
-    mapping = ReadMapping(snapshot.schema, columns, ds, label)
-    sql = scan.leaf_filter(leaf)
-    if sql is None or ReadMapping(snapshot.schema, scan.filter_columns, ds, label).is_identity:
+    mapping = ReadMapping(schema, columns, ds, label)
+    if sql is None or ReadMapping(schema, list(filter_columns), ds, label).is_identity:
         return LeafContext(ordinal, leaf, ds, sql, mapping)
-    wide = ReadMapping(snapshot.schema, scan.filter_columns, ds, label)
+    wide = ReadMapping(schema, list(filter_columns), ds, label)
     ids: list[int] = []
     for batch in ds.to_batches(columns=wide.leaf_columns, with_row_id=True):
         rows = wide.conform(batch).append_column("_lp_rowid", batch.column("_rowid"))

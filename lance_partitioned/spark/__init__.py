@@ -8,6 +8,7 @@
     spark.sql(f"CREATE TEMPORARY VIEW t USING lance_partitioned OPTIONS (root '{root}')")
     lps.plan_info(spark, root, "ts >= '2025-01-01'")   # partitions scanned / total
     lps.read_arrow(spark, root, columns=["id"], filter="country = 'US'")
+    lps.search(spark, root, queries_df, k=10, filter="tenant = 'acme'")  # batch k-NN
     lps.stop_session(spark)                 # stops Spark *and* its JVM
 
 Spark's own filters prune only with ``option("pushFilters", "true")``, on a
@@ -38,6 +39,7 @@ from lance_partitioned.spark.planning import (
 )
 from lance_partitioned.spark.refresh import install as install_refresh_hook
 from lance_partitioned.spark.refresh import refresh
+from lance_partitioned.spark.search import plan_search, search
 from lance_partitioned.spark.session import local_session, stop_session
 from lance_partitioned.spark.types import (
     UnsupportedTypeError,
@@ -200,8 +202,10 @@ __all__ = [
     "local_session",
     "plan_info",
     "read_arrow",
+    "plan_search",
     "read_scan_log",
     "register",
+    "search",
     "refresh",
     "spark_to_arrow",
     "stop_session",

@@ -35,6 +35,12 @@ Writing:
 - ``partitionOverwriteMode``: ``static`` (default; overwrite replaces everything) or
   ``dynamic`` (overwrite replaces only the partitions the data touches).
 - ``maxBufferBytes`` (default 128 MiB per task) and ``maxRowsPerFile``.
+- ``<column>.arrow.fixed-size-list.size``: store an ``array<float>`` (or
+  ``array<double>``) column of a namespace the write creates as a vector,
+  ``fixed_size_list<float32, size>``, which vector indexes and search need
+  (the lance-spark connector's table property of the same name; a field's Spark
+  metadata key ``arrow.fixed-size-list.size`` does the same). Writing into an
+  existing vector column needs no option: arrays of that length are cast to it.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import CaseInsensitiveDict
 
@@ -51,6 +57,7 @@ from lance_partitioned.errors import SchemaError
 from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
 SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
+VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 DEFAULT_MAX_BUFFER_BYTES = 128 << 20
 DEFAULT_MAX_ROWS_PER_FILE = 1 << 20
 
@@ -94,6 +101,8 @@ class SourceOptions:
     dynamic_overwrite: bool
     max_buffer_bytes: int
     max_rows_per_file: int
+    # lowercased column name -> vector dimension (``<column>.arrow.fixed-size-list.size``)
+    vector_sizes: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -135,6 +144,11 @@ class SourceOptions:
             or DEFAULT_MAX_BUFFER_BYTES,
             max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE)
             or DEFAULT_MAX_ROWS_PER_FILE,
+            vector_sizes={
+                k[: -len(VECTOR_SIZE_SUFFIX)].lower(): _int(options, k, None)  # type: ignore[misc]
+                for k in options
+                if k.lower().endswith(VECTOR_SIZE_SUFFIX)
+            },
         )
 
 

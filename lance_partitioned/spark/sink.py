@@ -217,7 +217,7 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
     manifest = Manifest(opts.root, opts.storage_options)
     created_version = None
     if not manifest.exists():
-        arrow = spark_to_arrow(schema)
+        arrow = spark_to_arrow(schema, opts.vector_sizes)
         try:
             ns = PartitionedNamespace.create(
                 opts.root, arrow, opts.spec or "", opts.storage_options
@@ -233,6 +233,8 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
         snapshot = Snapshot.load(manifest, for_write=True)
         if opts.spec and created_version is None:
             _check_spec(opts, snapshot)
+        if opts.vector_sizes and created_version is None:
+            _check_vector_sizes(opts, snapshot, schema)
         check_input_schema(snapshot, schema)
     except BaseException:
         if created_version is not None:
@@ -250,3 +252,17 @@ def _check_spec(opts: SourceOptions, snapshot: Snapshot) -> None:
             f"{opts.root!r} is partitioned by {current.describe(snapshot.schema)!r}, "
             f"but the write asks for spec {opts.spec!r}; changing the spec through Spark is not supported"
         )
+
+
+def _check_vector_sizes(opts: SourceOptions, snapshot: Snapshot, schema: StructType) -> None:
+    """``<column>.arrow.fixed-size-list.size`` on an existing namespace must match its schema."""
+    wanted = spark_to_arrow(schema, opts.vector_sizes)
+    for name in opts.vector_sizes:
+        f = next(f for f in wanted if f.name.lower() == name)
+        have = snapshot.schema.field(f.name).type if snapshot.schema.has_field(f.name) else None
+        if have is None or not have.equals(f.type):
+            raise SchemaError(
+                f"column {f.name!r} of {opts.root!r} is {have}, but the write asks for "
+                f"{f.type} ({f.name}.arrow.fixed-size-list.size); changing a column's type "
+                "through Spark is not supported"
+            )

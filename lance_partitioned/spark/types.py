@@ -248,8 +248,47 @@ def spark_type_to_arrow(t: DataType, path: str) -> pa.DataType:
     )
 
 
-def spark_to_arrow(schema: StructType) -> pa.Schema:
-    """Arrow schema for creating a namespace from a DataFrame schema."""
-    return pa.schema(
-        [pa.field(f.name, spark_type_to_arrow(f.dataType, f.name), f.nullable) for f in schema]
-    )
+VECTOR_SIZE_KEY = "arrow.fixed-size-list.size"
+
+
+def _vector_type(f: StructField, size: object) -> pa.DataType:
+    """``fixed_size_list<float, size>`` for an ``array<float|double>`` field asked to be a vector."""
+    t = f.dataType
+    if not isinstance(t, ArrayType) or not isinstance(t.elementType, (FloatType, DoubleType)):
+        raise _unsupported(
+            f.name,
+            t.simpleString(),
+            f"cannot be stored as a vector ({VECTOR_SIZE_KEY} needs array<float> or array<double>)",
+        )
+    try:
+        n = int(str(size))
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise SchemaError(
+            f"column {f.name!r}: {VECTOR_SIZE_KEY} must be a positive integer, got {size!r}"
+        )
+    item = pa.float32() if isinstance(t.elementType, FloatType) else pa.float64()
+    return pa.list_(pa.field("item", item, t.containsNull), n)
+
+
+def spark_to_arrow(schema: StructType, vector_sizes: dict[str, int] | None = None) -> pa.Schema:
+    """Arrow schema for creating a namespace from a DataFrame schema.
+
+    A column named in ``vector_sizes`` (lowercased name -> dimension) or whose
+    Spark metadata has ``arrow.fixed-size-list.size`` becomes a vector,
+    ``fixed_size_list<float32|float64, size>`` (Spark has no fixed-size array);
+    the rest map by ``spark_type_to_arrow``.
+    """
+    sizes = dict(vector_sizes or {})
+    unknown = sorted(set(sizes) - {f.name.lower() for f in schema})
+    if unknown:
+        raise SchemaError(
+            f"option {unknown[0]}.{VECTOR_SIZE_KEY} names no column; columns are {schema.names}"
+        )
+    fields = []
+    for f in schema:
+        size = sizes.get(f.name.lower(), (f.metadata or {}).get(VECTOR_SIZE_KEY))
+        t = spark_type_to_arrow(f.dataType, f.name) if size is None else _vector_type(f, size)
+        fields.append(pa.field(f.name, t, f.nullable))
+    return pa.schema(fields)

@@ -1,0 +1,415 @@
+"""Search benchmark: per-tenant partitions vs one LanceDB table, the floor, one big index.
+
+    .venv/bin/python benchmarks/search_bench.py [--rows 1000000] [--tenants 100]
+
+Data: clustered synthetic vectors (numpy, seeded): ``--rows`` x ``--dim`` float32,
+``--tenants`` tenants of equal size, each with ``--clusters`` clusters of its own.
+Partition key = tenant. Queries are data rows plus noise: tenant queries come
+from ``--query-tenants`` tenants, unpruned queries from all rows.
+
+Side by side, in one run:
+
+1. **index build**: ``ns.create_index`` over every partition (parallel, one
+   commit) vs LanceDB's ``create_index`` over one table of all rows; wall time
+   and cores used (process CPU time / wall time);
+2. **tenant search** (``filter="tenant = 'x'"``, pruned to one partition) vs
+   LanceDB, one table with a ``tenant`` column (BITMAP scalar index on it) and
+   its own IVF index, ``where("tenant = 'x'", prefilter=True)``; LanceDB's
+   ``nprobes`` is raised until its recall@10 reaches ours (equal recall);
+3. **the floor**: the tenant's rows as a standalone Lance dataset with the same
+   index (type and parameters), searched with the same parameters;
+4. **unpruned search** across all partitions vs one Lance dataset holding all
+   rows under one index (the LanceDB table's dataset, read with pylance), its
+   ``nprobes`` raised to equal recall.
+
+Recall@10 is against exact brute force (numpy, float64). Our searches use the
+default parameters (``nprobes``: Lance's default; ``refine_factor``: our default
+for quantized indexes, ``search.api.DEFAULT_REFINE_FACTOR``). IVF lists hold about
+the same number of rows in every index (``--rows-per-list``). Latency is the
+median over the queries of one search each, after one warm-up pass.
+
+Prints a markdown report and writes it to ``benchmarks/results/search.md`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LANCE_LOG", "error")  # Lance warns per search otherwise
+
+import argparse  # noqa: E402
+import importlib.metadata as md  # noqa: E402
+import math  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import lance  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bench_env  # noqa: E402
+
+import lance_partitioned as lp  # noqa: E402
+from lance_partitioned.search.api import DEFAULT_REFINE_FACTOR  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "benchmarks" / "results" / "search.md"
+K = 10
+NPROBES_SWEEP = (None, 20, 40, 80, 160, 320, 640)
+RECALL_CHECK = 0.9  # below this the script fails: the search would be wrong, not slow
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, cores used = process CPU seconds / wall seconds)."""
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    fn()
+    wall = time.perf_counter() - t0
+    return wall, (cpu_seconds() - c0) / wall if wall else 0.0
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+@dataclass
+class Data:
+    ids: np.ndarray
+    tenant: np.ndarray  # tenant number per row
+    vectors: np.ndarray  # float32 (rows, dim)
+    names: list[str]  # tenant names
+
+    def table(self) -> pa.Table:
+        dim = self.vectors.shape[1]
+        return pa.table(
+            {
+                "id": pa.array(self.ids, pa.int64()),
+                "tenant": pa.array([self.names[t] for t in self.tenant], pa.string()),
+                "vec": pa.FixedSizeListArray.from_arrays(pa.array(self.vectors.ravel()), dim),
+            },
+            schema=schema(dim),
+        )
+
+
+def schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("tenant", pa.string()),
+            pa.field("vec", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def make_data(rows: int, tenants: int, dim: int, clusters: int, seed: int) -> Data:
+    """Clustered vectors: tenant t owns ``clusters`` centres; rows = centre + noise."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(tenants * clusters, dim)).astype(np.float32)
+    tenant = np.arange(rows) % tenants
+    cluster = rng.integers(0, clusters, rows)
+    noise = rng.normal(scale=0.35, size=(rows, dim)).astype(np.float32)
+    vectors = centres[tenant * clusters + cluster] + noise
+    names = [f"t{t:03d}" for t in range(tenants)]
+    return Data(np.arange(rows), tenant, vectors.astype(np.float32), names)
+
+
+def make_queries(data: Data, n: int, tenants: Sequence[int] | None, seed: int):
+    """``n`` queries (rows + noise) from ``tenants`` (None: any row), with their tenant."""
+    rng = np.random.default_rng(seed)
+    pool = (
+        np.arange(len(data.ids))
+        if tenants is None
+        else np.flatnonzero(np.isin(data.tenant, list(tenants)))
+    )
+    rows = rng.choice(pool, n, replace=False)
+    noise = rng.normal(scale=0.35, size=(n, data.vectors.shape[1])).astype(np.float32)
+    return (data.vectors[rows] + noise).astype(np.float32), data.tenant[rows]
+
+
+def exact_top_k(data: Data, q: np.ndarray, tenant: int | None) -> set[int]:
+    rows = np.arange(len(data.ids)) if tenant is None else np.flatnonzero(data.tenant == tenant)
+    x = data.vectors[rows].astype(np.float64)
+    d = ((x - q.astype(np.float64)) ** 2).sum(1)
+    return set(data.ids[rows[np.argsort(d, kind="stable")[:K]]].tolist())
+
+
+# -- measuring --------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    recall: float
+    latency_ms: float  # median
+    note: str = ""
+
+
+def run_queries(
+    search: Callable[[np.ndarray, int], Sequence[int]],
+    queries: np.ndarray,
+    tenants: Sequence[int | None],
+    truth: list[set[int]],
+    note: str = "",
+) -> Result:
+    for q, t in zip(queries, tenants, strict=True):  # warm-up: opens, caches
+        search(q, t)
+    lat, hits = [], 0
+    for q, t, want in zip(queries, tenants, truth, strict=True):
+        t0 = time.perf_counter()
+        got = search(q, t)
+        lat.append(time.perf_counter() - t0)
+        hits += len(want & set(got))
+    return Result(hits / (K * len(queries)), statistics.median(lat) * 1000, note)
+
+
+def equal_recall(
+    make: Callable[[int | None], Callable[[np.ndarray, int], Sequence[int]]],
+    target: float,
+    queries: np.ndarray,
+    tenants: Sequence[int | None],
+    truth: list[set[int]],
+) -> Result:
+    """The first ``nprobes`` of the sweep whose recall reaches ``target`` (else the best)."""
+    best = None
+    for nprobes in NPROBES_SWEEP:
+        r = run_queries(make(nprobes), queries, tenants, truth, f"nprobes={nprobes or 'default'}")
+        print(f"    {r.note}: recall {r.recall:.3f}, {r.latency_ms:.1f} ms", flush=True)
+        if best is None or r.recall > best.recall:
+            best = r
+        if r.recall >= target - 1e-9:
+            return r
+    assert best is not None
+    best.note += " (did not reach our recall)"
+    return best
+
+
+def nearest(q: np.ndarray, nprobes: int | None) -> dict:
+    spec = {"column": "vec", "q": q, "k": K, "refine_factor": DEFAULT_REFINE_FACTOR}
+    if nprobes is not None:
+        spec["nprobes"] = nprobes
+    return spec
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--tenants", type=int, default=100)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--clusters", type=int, default=8, help="clusters per tenant")
+    p.add_argument("--index", default="IVF_HNSW_SQ", choices=["IVF_HNSW_SQ", "IVF_PQ", "IVF_FLAT"])
+    p.add_argument("--rows-per-list", type=int, default=1250, help="rows per IVF list")
+    p.add_argument("--min-rows", type=int, default=None, help="flat threshold (default Lance's)")
+    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--query-tenants", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default="/tmp/lp_search_bench")
+    p.add_argument("--out", default=str(DEFAULT_OUT), help="'' to skip writing")
+    args = p.parse_args(argv)
+    command = bench_env.command(__file__, argv)
+    load_start, t_start, started = bench_env.loadavg(), time.perf_counter(), bench_env.utc_now()
+
+    work = Path(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    data = make_data(args.rows, args.tenants, args.dim, args.clusters, args.seed)
+    table = data.table()
+    per_tenant = args.rows // args.tenants
+    lists_tenant = max(1, round(per_tenant / args.rows_per_list))
+    lists_all = max(1, round(args.rows / args.rows_per_list))
+    params: dict = {}
+    if args.index == "IVF_PQ":
+        params["num_sub_vectors"] = max(1, args.dim // 8)
+    print(f"data: {args.rows} x {args.dim} across {args.tenants} tenants", flush=True)
+
+    # ours: one partition per tenant, one index per partition
+    root = str(work / "ns")
+    ns = lp.create(root, schema(args.dim), "tenant")
+    ns.append(table)
+    index_kw = dict(params, num_partitions=lists_tenant)
+    if args.min_rows is not None:
+        index_kw["min_rows"] = args.min_rows
+    ours_build = timed(lambda: ns.create_index("vec", args.index, **index_kw))
+    print(f"ours: index built in {ours_build[0]:.1f} s ({ours_build[1]:.2f} cores)", flush=True)
+
+    # LanceDB: one table, all tenants, a tenant column, its own index
+    import lancedb
+
+    db = lancedb.connect(str(work / "lancedb"))
+    tbl = db.create_table("docs", table)
+
+    def lancedb_build() -> None:
+        tbl.create_index(
+            metric="l2",
+            vector_column_name="vec",
+            index_type=args.index,
+            num_partitions=lists_all,
+            **params,
+        )
+
+    big_build = timed(lancedb_build)
+    tbl.create_scalar_index("tenant", index_type="BITMAP")
+    print(f"LanceDB: index built in {big_build[0]:.1f} s ({big_build[1]:.2f} cores)", flush=True)
+    big = lance.dataset(str(work / "lancedb" / "docs.lance"))
+
+    # the floor: each queried tenant alone, same index
+    step = max(1, args.tenants // args.query_tenants)
+    qtenants = list(range(0, args.tenants, step))[: args.query_tenants]
+    floors = {}
+    for t in qtenants:
+        rows = table.filter(pa.compute.equal(table["tenant"], data.names[t]))
+        ds = lance.write_dataset(rows, str(work / f"floor_{t}"))
+        if args.min_rows is None or rows.num_rows >= args.min_rows:
+            ds.create_index("vec", args.index, num_partitions=lists_tenant, **params)
+        floors[t] = lance.dataset(str(work / f"floor_{t}"))
+
+    tq, tq_tenant = make_queries(data, args.queries, qtenants, args.seed + 1)
+    uq, _ = make_queries(data, args.queries, None, args.seed + 2)
+    t_truth = [exact_top_k(data, q, int(t)) for q, t in zip(tq, tq_tenant, strict=True)]
+    u_truth = [exact_top_k(data, q, None) for q in uq]
+    tq_t = [int(t) for t in tq_tenant]
+    none = [None] * len(uq)
+
+    def ours(q, t):
+        f = None if t is None else f"tenant = '{data.names[t]}'"
+        return ns.search(q, k=K, filter=f, columns=["id"]).column("id").to_pylist()
+
+    print("tenant search", flush=True)
+    ours_t = run_queries(ours, tq, tq_t, t_truth, "default parameters")
+    print(f"    ours: recall {ours_t.recall:.3f}, {ours_t.latency_ms:.1f} ms", flush=True)
+    floor_t = run_queries(
+        lambda q, t: floors[t].to_table(nearest=nearest(q, None), columns=["id"])["id"].to_pylist(),
+        tq,
+        tq_t,
+        t_truth,
+        "same index and parameters",
+    )
+    print(f"    floor: recall {floor_t.recall:.3f}, {floor_t.latency_ms:.1f} ms", flush=True)
+
+    def lancedb_search(nprobes):
+        def run(q, t):
+            s = (
+                tbl.search(q, vector_column_name="vec")
+                .where(f"tenant = '{data.names[t]}'", prefilter=True)
+                .limit(K)
+                .refine_factor(DEFAULT_REFINE_FACTOR)
+                .select(["id"])
+            )
+            if nprobes is not None:
+                s = s.nprobes(nprobes)
+            return s.to_arrow()["id"].to_pylist()
+
+        return run
+
+    print("  LanceDB:", flush=True)
+    ldb_t = equal_recall(lancedb_search, ours_t.recall, tq, tq_t, t_truth)
+
+    print("unpruned search", flush=True)
+    ours_u = run_queries(ours, uq, none, u_truth, "default parameters")
+    print(f"    ours: recall {ours_u.recall:.3f}, {ours_u.latency_ms:.1f} ms", flush=True)
+
+    def big_search(nprobes):
+        return lambda q, t: big.to_table(nearest=nearest(q, nprobes), columns=["id"])[
+            "id"
+        ].to_pylist()
+
+    print("  one Lance dataset:", flush=True)
+    big_u = equal_recall(big_search, ours_u.recall, uq, none, u_truth)
+
+    text = report(
+        args,
+        bench_env.header_lines(
+            "Search benchmark", command, started, load_start, time.perf_counter() - t_start
+        )
+        + [f"- lancedb {md.version('lancedb')}", ""],
+        dict(lists_tenant=lists_tenant, lists_all=lists_all, per_tenant=per_tenant, params=params),
+        ours_build,
+        big_build,
+        ours_t,
+        floor_t,
+        ldb_t,
+        ours_u,
+        big_u,
+    )
+    print("\n" + text)
+    bench_env.write_report(args.out, text)
+    shutil.rmtree(work, ignore_errors=True)
+    # The answer check: our searches must find the true neighbours (numpy brute force).
+    if min(ours_t.recall, ours_u.recall) < RECALL_CHECK:
+        print(f"answer check failed: recall@10 below {RECALL_CHECK}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}×" if b else "?"
+
+
+def report(
+    args, header, shape, ours_build, big_build, ours_t, floor_t, ldb_t, ours_u, big_u,
+) -> str:  # fmt: skip
+    def goal(value: float, limit: float) -> str:
+        return f"≤ {limit}×: {'met' if value <= limit else '**not met**'}"
+
+    r_ldb = ours_t.latency_ms / ldb_t.latency_ms
+    r_floor = ours_t.latency_ms / floor_t.latency_ms
+    r_big = ours_u.latency_ms / big_u.latency_ms
+    lines = [
+        *header,
+        f"Data: {args.rows:,} × {args.dim} float32, clustered ({args.clusters} clusters per "
+        f"tenant), {args.tenants} tenants of {shape['per_tenant']:,} rows; partition key = tenant. "
+        f"Index: {args.index} {shape['params'] or ''}, about {args.rows_per_list} rows per IVF list "
+        f"({shape['lists_tenant']} lists per tenant partition, {shape['lists_all']} in the one-table "
+        f"index). {args.queries} tenant queries from {args.query_tenants} tenants, {args.queries} "
+        f"unpruned queries; k = {K}; latency = median of one search per query after a warm-up "
+        f"pass. Our searches use the default parameters (Lance's default nprobes; refine_factor "
+        f"{DEFAULT_REFINE_FACTOR}, our default for quantized indexes); the peers get the same "
+        "refine_factor and their nprobes raised until their recall@10 reaches ours.",
+        "",
+        "| measurement | lance-partitioned | compared with | ratio | goal |",
+        "|---|---|---|---|---|",
+        f"| tenant search (pruned to 1 partition) | {ours_t.latency_ms:.1f} ms, recall@10 "
+        f"{ours_t.recall:.3f} | LanceDB prefiltered `where(\"tenant = 'x'\")`: "
+        f"{ldb_t.latency_ms:.1f} ms, recall {ldb_t.recall:.3f} ({ldb_t.note}) | {r_ldb:.2f}× | "
+        f"{goal(r_ldb, 0.5)} |",
+        f"| tenant search vs the floor | {ours_t.latency_ms:.1f} ms | the tenant alone as a Lance "
+        f"dataset, same index: {floor_t.latency_ms:.1f} ms, recall {floor_t.recall:.3f} | "
+        f"{r_floor:.2f}× | {goal(r_floor, 1.3)} |",
+        f"| unpruned search ({args.tenants} partitions) | {ours_u.latency_ms:.1f} ms, recall@10 "
+        f"{ours_u.recall:.3f} | one Lance dataset, one index: {big_u.latency_ms:.1f} ms, recall "
+        f"{big_u.recall:.3f} ({big_u.note}) | {r_big:.2f}× | report |",
+        f"| index build | {ours_build[0]:.1f} s on {ours_build[1]:.2f} cores ({args.tenants} "
+        f"partitions in parallel, one commit) | one index over all rows (LanceDB): "
+        f"{big_build[0]:.1f} s on {big_build[1]:.2f} cores | "
+        f"{_ratio(ours_build[0], big_build[0])} | report |",
+        "",
+        "Recall goal (≥ 0.95 at default parameters, pruned and unpruned): "
+        + (
+            "met"
+            if min(ours_t.recall, ours_u.recall) >= 0.95
+            else f"**not met** ({ours_t.recall:.3f} / {ours_u.recall:.3f})"
+        )
+        + f" Answer check (our recall@10 ≥ {RECALL_CHECK} against numpy brute force): "
+        + ("passed" if min(ours_t.recall, ours_u.recall) >= RECALL_CHECK else "**failed**")
+        + ".",
+        "",
+    ]
+    if not math.isfinite(r_ldb):  # pragma: no cover - defensive
+        lines.append("(a latency was zero)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

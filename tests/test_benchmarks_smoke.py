@@ -1,0 +1,105 @@
+"""Benchmarks that cannot rot: every script in ``benchmarks/`` runs, at a tiny scale.
+
+Each script checks its own answers against an independent oracle (pyarrow on the
+source Parquet, numpy, row counts from Parquet footers) and exits non-zero when
+one is wrong, so "it ran" means "it ran and got its answers right". Timings are
+never asserted. The scale and arguments are ``benchmarks/run_all.py``'s
+``--smoke`` ones, so ``run_all.py --smoke`` runs exactly what this test runs.
+
+Scripts without Spark run as subprocesses, exactly as the README runs them. The
+two Spark scripts run in this test session's Spark (the ``spark`` fixture) so
+that no extra JVM starts; a ``--help`` subprocess checks that each still imports
+as a script.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import run_all  # noqa: E402
+
+PLAIN = [name for name in run_all.SCRIPTS if name not in run_all.SPARK_SCRIPTS]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    # one scratch directory for the module: core_bench and fix_experiments share
+    # their TPC-H data (run_all.WORKDIR_OF)
+    return tmp_path_factory.mktemp("bench")
+
+
+def _report(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    # every results file records the command, the machine and the load
+    assert "- command: `" in text
+    assert "CPU: " in text and "nproc: " in text
+    assert "load average (1, 5, 15 min) at start: " in text
+    return text
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
+    out = workdir / "results"
+    args = run_all.arguments(name, smoke=True, workdir=workdir, out_dir=out)
+    # this checkout's package, whichever one the virtualenv has installed
+    env = {**os.environ, "LANCE_LOG": "error", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    text = _report(out / f"{name}.md")
+    if name == "core_bench":
+        assert "Answer checks (hashes vs pyiceberg-core, rows written, Q6 vs the Parquet" in text
+        assert "all passed" in text
+        # the peer actually ran (the bench extra is installed): its Q6 was checked too
+        assert "pyiceberg = ref" in text
+    if name == "evolution_bench":
+        assert "Answers checked" in text
+
+
+@pytest.mark.parametrize("name", run_all.SPARK_SCRIPTS)
+def test_spark_benchmark_script_imports_as_a_script(name):
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), "--help"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--workdir" in done.stdout
+
+
+@pytest.mark.parametrize("name", run_all.SPARK_SCRIPTS)
+def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
+    out = workdir / "results"
+    from pyspark import cloudpickle
+
+    module = importlib.import_module(name)
+    # the script's data sources (MemorySource, CountingSink) go to the Python workers by
+    # value, as they do when the script runs as __main__: workers cannot import benchmarks/
+    cloudpickle.register_pickle_by_value(module)
+    args = run_all.arguments(name, smoke=True, workdir=workdir, out_dir=out)
+    # raises (AssertionError) when an answer is wrong; leaves the session running
+    assert module.main(args, spark=spark) == 0
+    text = _report(out / f"{name}.md")
+    if name == "spark_bench":
+        assert "Q6 with pruning" in text and "1 of 20 partitions" in text
+    if name == "spj_bench":
+        assert "checked against lineitem's row count" in text
