@@ -182,13 +182,6 @@ class Storage:
     def __repr__(self) -> str:  # never the options: they hold credentials
         return f"Storage({self.scheme}://{self.authority})"
 
-    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, str]]]:
-        """Pickled as "the store of this root with these options", resolved again where it
-        is unpickled: engines ship objects holding a ``Storage`` (a ``Manifest``, a join's
-        side readers) to workers, and its file system and lock cannot travel."""
-        store = "/" if self.is_local else f"{self.scheme}://{self.authority}"
-        return resolve, (store, self.options)
-
     @property
     def is_local(self) -> bool:
         """A local file system: real directories, atomic rename, ``utime``."""
