@@ -1,10 +1,13 @@
-# Two entry points for a newcomer: `make demo` (the end-to-end PySpark pipeline)
+# Two entry points for a newcomer: `make demo` (the end-to-end PySpark pipeline;
+# `make demo STORAGE=s3` runs it on a local S3 server)
 # and `make test` (the whole test suite). Both create .venv and install pinned
 # dependencies on first use.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SF ?= 0.1
+# local (namespaces under ./data) or s3 (a local moto S3 server, started and stopped)
+STORAGE ?= local
 
 .PHONY: setup demo test lint format bench clean
 
@@ -17,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(PY) -m demo.pipeline --scale-factor $(SF)
+	$(PY) -m demo.pipeline --scale-factor $(SF) --storage $(STORAGE)
 
 test: setup
 	$(PY) -m ruff check .

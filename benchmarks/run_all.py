@@ -78,6 +78,13 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             *("--query-tenants", "2", "--min-rows", "100", "--rows-per-list", "250"),
         ],
     ),
+    "s3_bench": (
+        ["--sf", "0.1"],
+        [
+            *("--sf", "0.01", "--partitions", "1,12", "--touched", "1,4"),
+            *("--reps", "1", "--write-reps", "1"),
+        ],
+    ),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
 SPARK_SCRIPTS = ("spark_bench", "spj_bench")

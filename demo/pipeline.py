@@ -1,6 +1,11 @@
 """End-to-end demo: TPC-H → Spark → partitioned namespaces → TPC-H queries in Spark SQL.
 
     python -m demo.pipeline --scale-factor 0.1      (what `make demo` runs, from the repo root)
+    python -m demo.pipeline --storage s3            (`make demo STORAGE=s3`)
+
+With ``--storage s3`` the namespaces live on a local S3 server (moto, started on
+127.0.0.1 for the run and stopped at the end, ``demo/s3_server.py``), and Spark
+gets the credentials as ``storage.<key>`` options, as on a real cluster.
 
 Steps:
 1. generate TPC-H lineitem and orders as Parquet with ``tpchgen-cli`` (reused when present);
@@ -70,12 +75,18 @@ def query(name: str, lineitem: str = "lineitem", orders: str = "orders") -> str:
     return QUERIES[name].format(lineitem=lineitem, orders=orders)
 
 
+def spark_storage_options(storage_options: dict[str, str] | None) -> dict[str, str]:
+    """``storage_options`` as options of the Spark source and sink (``storage.<key>``)."""
+    return {f"storage.{k}": v for k, v in (storage_options or {}).items()}
+
+
 def create_views(
     spark: Any,
     roots: dict[str, str],
     scan_log: str | None = None,
     suffix: str = "",
     push_filters: bool = True,
+    storage_options: dict[str, str] | None = None,
 ) -> None:
     """``CREATE OR REPLACE TEMPORARY VIEW <table><suffix> USING lance_partitioned`` per namespace.
 
@@ -87,6 +98,8 @@ def create_views(
         opts = f"root '{root}', pushFilters '{str(push_filters).lower()}'"
         if scan_log:
             opts += f", scanLog '{scan_log}'"
+        for key, value in spark_storage_options(storage_options).items():
+            opts += f", `{key}` '{value}'"
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY VIEW {table}{suffix} USING lance_partitioned OPTIONS ({opts})"
         )
@@ -97,9 +110,16 @@ def create_parquet_views(spark: Any, paths: dict[str, str], suffix: str = "_parq
         spark.read.parquet(path).createOrReplaceTempView(f"{table}{suffix}")
 
 
-def write_namespace(df: Any, root: str, spec: str, mode: str = "append") -> None:
+def write_namespace(
+    df: Any,
+    root: str,
+    spec: str,
+    mode: str = "append",
+    storage_options: dict[str, str] | None = None,
+) -> None:
     """Write a DataFrame through the Spark sink (creating the namespace on first write)."""
-    df.write.format("lance_partitioned").option("spec", spec).mode(mode).save(root)
+    writer = df.write.format("lance_partitioned").options(**spark_storage_options(storage_options))
+    writer.option("spec", spec).mode(mode).save(root)
 
 
 # -- output helpers ---------------------------------------------------------------
@@ -163,8 +183,19 @@ def _stop_and_check(spark: Any) -> bool:
 # -- the pipeline -----------------------------------------------------------------
 
 
-def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str, Any]:
-    """Run every step; returns the summary (also printed)."""
+def run(
+    scale_factor: float,
+    workdir: str,
+    master: str = "local[2]",
+    ns_base: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run every step; returns the summary (also printed).
+
+    The namespaces go under ``ns_base`` (default ``<workdir>/namespaces``, emptied
+    first); pass ``storage_options`` for an object store (``ns_base`` must then be
+    fresh: nothing is deleted there).
+    """
     os.environ.setdefault("LANCE_LOG", "error")
     import lance_partitioned as lp
     from demo import tpch
@@ -174,8 +205,10 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
     workdir = os.path.abspath(workdir)
     data_dir = os.path.join(workdir, f"tpch-sf{scale_factor:g}")
     ns_dir = os.path.join(workdir, "namespaces")
+    base = (ns_base or ns_dir).rstrip("/")
     scan_log = os.path.join(workdir, "scan-log.jsonl")
-    roots = {"lineitem": os.path.join(ns_dir, "lineitem"), "orders": os.path.join(ns_dir, "orders")}
+    roots = {"lineitem": f"{base}/lineitem", "orders": f"{base}/orders"}
+    opts = storage_options
     names = {v: k for k, v in roots.items()}
     summary: dict[str, Any] = {"scale_factor": scale_factor, "queries": {}}
 
@@ -184,8 +217,9 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
     ):
         paths = tpch.generate(scale_factor, data_dir, ("lineitem", "orders"))
         # Fresh namespaces every run, so versions and counts are reproducible.
-        shutil.rmtree(ns_dir, ignore_errors=True)
-        os.makedirs(ns_dir)
+        if ns_base is None:
+            shutil.rmtree(ns_dir, ignore_errors=True)
+            os.makedirs(ns_dir)
         if os.path.exists(scan_log):
             os.remove(scan_log)
 
@@ -203,9 +237,14 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
             # Hash-partitioning by the partition key makes every (year, month) the
             # job of one task, so each partition gets one file instead of one per task.
             li_in = li.repartition(parallelism * 2, F.year("l_shipdate"), F.month("l_shipdate"))
-            _, t_li = _timed(lambda: write_namespace(li_in, roots["lineitem"], LINEITEM_SPEC))
-            _, t_od = _timed(lambda: write_namespace(od, roots["orders"], ORDERS_SPEC))
-            ns_li, ns_od = lp.open(roots["lineitem"]), lp.open(roots["orders"])
+            _, t_li = _timed(
+                lambda: write_namespace(li_in, roots["lineitem"], LINEITEM_SPEC, "append", opts)
+            )
+            _, t_od = _timed(
+                lambda: write_namespace(od, roots["orders"], ORDERS_SPEC, "append", opts)
+            )
+            ns_li = lp.open(roots["lineitem"], storage_options=opts)
+            ns_od = lp.open(roots["orders"], storage_options=opts)
             n_li, n_od = ns_li.count(), ns_od.count()
             p_li, p_od = len(ns_li.plan()), len(ns_od.plan())
             print(
@@ -225,13 +264,13 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
             create_parquet_views(spark, paths)
             # One untimed run first: the first query of a session also pays for
             # starting Spark's Python workers and JIT-compiling, on either side.
-            create_views(spark, roots)
+            create_views(spark, roots, storage_options=opts)
             _rows(spark.sql(query("Q1")))
             _rows(spark.sql(query("Q1", "lineitem_parquet", "orders_parquet")))
             print("      (warm-up: Q1 once on both sides, untimed)")
             for name in QUERIES:
                 # Fresh views per query: each is queried with exactly one filter set.
-                create_views(spark, roots, scan_log)
+                create_views(spark, roots, scan_log, storage_options=opts)
                 before = len(_scan_entries(scan_log, 0))
                 got, t_ns = _timed(lambda n=name: _rows(spark.sql(query(n))))
                 want, t_pq = _timed(
@@ -263,18 +302,22 @@ def run(scale_factor: float, workdir: str, master: str = "local[2]") -> dict[str
         with steps.step(
             "Appending a second batch (lineitem of every 10th order, re-keyed) in one commit"
         ):
-            before_version = lp.open(roots["lineitem"]).version
+            before_version = lp.open(roots["lineitem"], storage_options=opts).version
             max_key = li.agg(F.max("l_orderkey")).collect()[0][0]
             extra = li.where(F.col("l_orderkey") % 10 == 0).withColumn(
                 "l_orderkey", F.col("l_orderkey") + max_key
             )
             n_extra = extra.count()
-            _, t_app = _timed(lambda: write_namespace(extra, roots["lineitem"], LINEITEM_SPEC))
-            ns_li = lp.open(roots["lineitem"])
-            create_views(spark, roots)  # a view keeps its last plan: re-create it to see the append
+            _, t_app = _timed(
+                lambda: write_namespace(extra, roots["lineitem"], LINEITEM_SPEC, "append", opts)
+            )
+            ns_li = lp.open(roots["lineitem"], storage_options=opts)
+            # a view keeps its last plan: re-create it to see the append
+            create_views(spark, roots, storage_options=opts)
             n_after = spark.sql("SELECT count(*) FROM lineitem").collect()[0][0]
             n_old = (
                 spark.read.format("lance_partitioned")
+                .options(**spark_storage_options(opts))
                 .option("version", before_version)
                 .load(roots["lineitem"])
                 .count()
@@ -353,8 +396,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", default="./data/pipeline", help="where data and namespaces go")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--storage",
+        choices=("local", "s3"),
+        default="local",
+        help="local: namespaces under --workdir (default); s3: on a local S3 server (moto) "
+        "started for this run and stopped at the end",
+    )
     args = parser.parse_args(argv)
-    summary = run(args.scale_factor, args.workdir, args.master)
+    if args.storage == "s3":
+        from demo.s3_server import MotoServer
+
+        with MotoServer() as server:
+            bucket = server.new_bucket("lp-demo")
+            print(f"S3: moto server (pid {server.pid}) at {server.endpoint}, bucket {bucket}")
+            summary = run(
+                args.scale_factor,
+                args.workdir,
+                args.master,
+                ns_base=f"s3://{bucket}/namespaces",
+                storage_options=server.options(),
+            )
+        print("S3: server stopped")
+    else:
+        summary = run(args.scale_factor, args.workdir, args.master)
     ok = all(q["matches_parquet"] for q in summary["queries"].values())
     ok = (
         ok

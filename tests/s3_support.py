@@ -1,7 +1,8 @@
 """A real S3-compatible server for the tests: moto's standalone server on 127.0.0.1.
 
-``MotoServer`` starts ``moto.server`` on a free loopback port in its own process
-and stops it (by its pid) at the end; ``Store`` is what the parametrised
+``MotoServer`` (``demo/s3_server.py``, shared with the demo and the benchmarks)
+starts ``moto.server`` on a free loopback port in its own process and stops it
+(by its pid) at the end; ``Proxy`` counts requests and injects faults. ``Store`` is what the parametrised
 ``store`` fixture (``conftest.py``) hands a test: where to put a root, and how
 to look at it without going through the code under test (``os`` for local
 roots, boto3 for S3), so "nothing changed" checks hold on both.
@@ -11,94 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-import uuid
 from dataclasses import dataclass
 
-# the moto server accepts any credentials unless IAM auth is switched on
-ACCESS_KEY = "lp-test-access-key"
-SECRET_KEY = "lp-test-SECRET-7f3a9c"  # recognisable: the leak tests look for it
-REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class MotoServer:
-    """One moto S3 server process on 127.0.0.1 (``env`` adds to its environment)."""
-
-    def __init__(self, env: dict[str, str] | None = None):
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2).read()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("the moto server did not start") from None
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def options(self, **extra: str) -> dict[str, str]:
-        """Lance storage options for this server."""
-        return {
-            "aws_access_key_id": ACCESS_KEY,
-            "aws_secret_access_key": SECRET_KEY,
-            "aws_endpoint": self.endpoint,
-            "aws_region": REGION,
-            "allow_http": "true",
-            **extra,
-        }
-
-    def env(self) -> dict[str, str]:
-        """The standard AWS environment variables for this server."""
-        return {
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",
-        }
-
-    def client(self, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY):  # type: ignore[no-untyped-def]
-        import boto3
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=access_key,
-            aws_secret_access_key=secret_key,
-            region_name=REGION,
-        )
-
-    def new_bucket(self) -> str:
-        name = f"lp-{uuid.uuid4().hex[:16]}"
-        self.client().create_bucket(Bucket=name)
-        return name
+# the server and the proxy are shared with the demo and the benchmarks
+from demo.s3_server import (  # noqa: F401 (re-exported for the tests)
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    MotoServer,
+    Proxy,
+    free_port,
+)
 
 
 def s3_tree(client, uri: str) -> dict[str, tuple[int, str]]:  # type: ignore[no-untyped-def]
@@ -158,6 +82,15 @@ class Store:
         assert self.server is not None
         return sorted({key.split("/", 1)[0] for key in s3_tree(self.server.client(), uri)})
 
+    def options(self) -> dict[str, str] | None:
+        """``storage_options`` for this store (None on local disk)."""
+        return self.server.options() if self.server is not None else None
+
+    def spark_options(self) -> dict[str, str]:
+        """Options giving the Spark source and sink this store's credentials (``storage.<key>``;
+        none on local disk). Spark's Python workers do not see the test's environment."""
+        return self.server.spark_options() if self.server is not None else {}
+
     def exists(self, uri: str) -> bool:
         if not self.is_s3:
             return os.path.exists(uri)
@@ -167,92 +100,3 @@ class Store:
             self.server.client().head_object(Bucket=bucket, Key=key)
             return True
         return bool(self.tree(uri))
-
-
-class Proxy:
-    """A small HTTP proxy on 127.0.0.1 in front of the moto server, in this process.
-
-    ``strip_conditional``: drops ``If-None-Match`` / ``If-Match`` from requests, so the
-    server behaves like a store that ignores conditional writes. ``drop_puts_after``:
-    once that many PUTs passed, every further PUT gets its connection closed without an
-    answer (a network failure in the middle of a write). ``requests`` counts by method.
-    """
-
-    def __init__(self, upstream: MotoServer, strip_conditional: bool = False):
-        import http.client
-        import http.server
-        import socketserver
-        import threading
-
-        self.strip_conditional = strip_conditional
-        self.drop_puts_after: int | None = None
-        self.puts = 0
-        self.requests: dict[str, int] = {}
-        proxy = self
-        up_host, up_port = "127.0.0.1", upstream.port
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _forward(self) -> None:
-                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                    body = b""
-                    while True:  # HTTP chunks (the AWS C++ SDK streams uploads this way)
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline().strip():
-                                pass
-                            break
-                        body += self.rfile.read(size)
-                        self.rfile.readline()
-                else:
-                    n = int(self.headers.get("Content-Length") or 0)
-                    body = self.rfile.read(n) if n else None
-                proxy.requests[self.command] = proxy.requests.get(self.command, 0) + 1
-                if self.command == "PUT":
-                    proxy.puts += 1
-                    if proxy.drop_puts_after is not None and proxy.puts > proxy.drop_puts_after:
-                        self.close_connection = True
-                        self.connection.shutdown(2)
-                        return
-                dropped = {"transfer-encoding", "expect", "content-length"}
-                if proxy.strip_conditional:
-                    dropped |= {"if-none-match", "if-match"}
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
-                if body is not None:
-                    headers["Content-Length"] = str(len(body))
-                conn = http.client.HTTPConnection(up_host, up_port, timeout=60)
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                self.send_response(resp.status)
-                length = None
-                for k, v in resp.getheaders():
-                    if k.lower() == "content-length":
-                        length = v
-                    elif k.lower() not in ("transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                size = length if self.command == "HEAD" and length is not None else len(data)
-                self.send_header("Content-Length", str(size))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                conn.close()
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
-
-            def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
-                pass
-
-        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()

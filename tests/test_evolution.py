@@ -9,6 +9,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import local_only
 
 import lance_partitioned as lp
 
@@ -57,6 +58,7 @@ def appendix_d(store):
     return ns
 
 
+@local_only
 def test_appendix_d_as_written(appendix_d):
     ns = appendix_d
     assert sorted(ns.specs) == [1, 2]
@@ -77,6 +79,7 @@ def test_appendix_d_as_written(appendix_d):
     assert ns.count() == 8
 
 
+@local_only
 def test_manifest_gains_columns_and_field_ids_are_reused(appendix_d):
     ns = appendix_d
     schema = lance.dataset(os.path.join(ns.root, "__manifest")).schema
@@ -125,6 +128,7 @@ def test_add_column_reads_null_from_old_leaves(appendix_d):
     assert ns.count("score IS NULL") == 8
 
 
+@local_only
 def test_rename_keeps_pruning(appendix_d):
     ns = appendix_d
     ns.rename_column("country", "nation")
@@ -140,6 +144,7 @@ def test_rename_keeps_pruning(appendix_d):
     assert ns.count("nation = 'US'") == 7
 
 
+@local_only
 def test_drop_column_and_older_specs_read_it_as_null(appendix_d):
     ns = appendix_d
     ns.evolve_spec("year(event_date) AS event_year")
@@ -153,6 +158,7 @@ def test_drop_column_and_older_specs_read_it_as_null(appendix_d):
     assert ns.count("event_date = '2026-06-01'") == 1
 
 
+@local_only
 def test_widening_keeps_bucket_values(store):
     schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.float32())])
     ns = lp.create(store.root("w"), schema, "bucket(8, k)")
@@ -177,6 +183,7 @@ def test_widening_keeps_bucket_values(store):
     assert lp.open(ns.root).version == version
 
 
+@local_only
 def test_widening_widens_identity_and_truncate_partition_columns(store):
     schema = pa.schema([pa.field("k", pa.int32()), pa.field("v", pa.int64())])
     ns = lp.create(store.root("w"), schema, "k, truncate(10, k) AS kt, bucket(4, k) AS kb")
@@ -204,6 +211,7 @@ def test_widening_widens_identity_and_truncate_partition_columns(store):
     assert sorted(old.scan().to_arrow()["k"].to_pylist()) == [1, 12]
 
 
+@local_only
 def test_section4_write_new_column_into_old_leaf(appendix_d):
     # issue 10 item 9: the leaf gains the column the namespace added (no rewrite needed)
     ns = appendix_d
@@ -216,6 +224,7 @@ def test_section4_write_new_column_into_old_leaf(appendix_d):
     assert ns.count("score = 3.0") == 1 and ns.validate() == []
 
 
+@local_only
 def test_section4_read_impossible_cast_is_reported(store):
     ns = lp.create(store.root("bad"), SCHEMA, "country")
     ns.append(events([(D(2025, 1, 1), "US")]))
@@ -237,6 +246,7 @@ def test_section4_read_impossible_cast_is_reported(store):
     assert len(problems) == 1 and "'event_date' is string in the leaf but date32" in problems[0]
 
 
+@local_only
 def test_expression_fields_evolve_and_prune(appendix_d):
     ns = appendix_d
     spec = {

@@ -9,6 +9,7 @@ from collections import Counter
 
 import lance
 import pytest
+from conftest import local_only
 from lance.fragment import write_fragments
 from txn_helpers import (
     SCHEMA,
@@ -62,6 +63,7 @@ def test_compact_leaves_and_manifest_in_one_transaction(ns):
     assert again.leaves_compacted == 0 and not again.manifest_compacted
 
 
+@local_only
 def test_cleanup_keeps_snapshots_current_within_retention(ns):
     pinned = lp.open(ns.root, version=ns.version)
     expected = state(ns.root)
@@ -80,6 +82,7 @@ def test_cleanup_keeps_snapshots_current_within_retention(ns):
         assert [v["version"] for v in ds.versions()] == [task.read_version]
 
 
+@local_only
 @pytest.mark.parametrize(
     "bad", [dt.timedelta(days=-1), dt.timedelta(microseconds=-1), 0, 3600, 1.5, None, "7d"]
 )
@@ -129,6 +132,7 @@ def test_cleanup_keeps_every_version_a_tag_references(ns):
     assert state(root) == table_state(rows("o", [7], 1, 6000))
 
 
+@local_only
 def test_reading_a_cleaned_up_version_names_the_cleanup_and_its_retention(ns):
     pinned = lp.open(ns.root, version=ns.version)
     plan = pinned.scan("part = 1")

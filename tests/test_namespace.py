@@ -12,7 +12,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import EVENTS_SCHEMA, make_events
+from conftest import EVENTS_SCHEMA, local_only, make_events
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import READ_COLUMNS
@@ -88,6 +88,7 @@ def test_layout_matches_appendix_b_and_c(ns, store):
     assert json.loads(meta["schema"])["fields"][0]["metadata"] == {"lance:field_id": "0"}
 
 
+@local_only
 def test_append_reuses_partitions_including_null(ns):
     before = {r["object_id"] for r in manifest_rows(ns.root)}
     parts_before = ns.partitions().num_rows
@@ -103,6 +104,7 @@ def test_append_reuses_partitions_including_null(ns):
     assert ns.count() == 300
 
 
+@local_only
 def test_one_manifest_commit_per_write(ns):
     v = ns.version
     ns.append(make_events(50, start_id=5000))
@@ -137,6 +139,7 @@ def test_overwrite_and_dynamic_overwrite(ns, events):
     assert ns.partitions().num_rows == len(keys(fr_2025))
 
 
+@local_only
 def test_time_travel_by_manifest_version(ns, events):
     v = ns.version
     ns.append(make_events(10, start_id=7000))
@@ -146,6 +149,7 @@ def test_time_travel_by_manifest_version(ns, events):
     assert [x["version"] for x in ns.versions()][-1] == ns.version
 
 
+@local_only
 def test_appendix_d_pruning_one_spec(ns):
     plan = ns.plan("event_date = '2025-12-10' AND country = 'US'")
     assert [
@@ -155,6 +159,7 @@ def test_appendix_d_pruning_one_spec(ns):
     assert all(d == dt.date(2025, 12, 10) for d in got["event_date"].to_pylist())
 
 
+@local_only
 def test_plan_lists_object_id_location_read_version(ns):
     plan = ns.plan()
     assert len(plan) == ns.partitions().num_rows
@@ -177,6 +182,7 @@ def test_open_errors(store):
         lp.create(ns.root, EVENTS_SCHEMA, "country")
 
 
+@local_only
 def test_feature_flags_are_honoured(store, events):
     ns = lp.create(store.root("f"), EVENTS_SCHEMA, "country")
     lance.dataset(os.path.join(ns.root, "__manifest")).update_metadata(
@@ -192,6 +198,7 @@ def test_feature_flags_are_honoured(store, events):
         lp.open(ns.root)
 
 
+@local_only
 def test_unpartitioned_namespace(store, events):
     ns = lp.create(store.root("flat"), EVENTS_SCHEMA, "")
     ns.append(events)
@@ -200,6 +207,7 @@ def test_unpartitioned_namespace(store, events):
     assert ns.count() == 2 * events.num_rows
 
 
+@local_only
 def test_view_typed_columns_are_written_and_read(store):
     # pyarrow has no take kernel for view types: the partition split must cope
     # (tpchgen-cli's Parquet reads back as string_view)
@@ -222,6 +230,7 @@ def test_view_typed_columns_are_written_and_read(store):
     assert sorted(i for t in leaves for i in t["i"].to_pylist()) == [0, 2]
 
 
+@local_only
 def test_streaming_input_and_bounded_buffers(store):
     ns = lp.create(store.root("s"), EVENTS_SCHEMA, "country, year(event_date)")
 
@@ -240,6 +249,7 @@ def test_streaming_input_and_bounded_buffers(store):
     assert ns.count() == 1010
 
 
+@local_only
 def test_describe_and_properties(ns):
     text = ns.describe()
     assert "year(event_date) AS event_date_year, country" in text

@@ -63,6 +63,11 @@ def by_id(rows):
     return sorted((r.asDict(recursive=True) for r in rows), key=lambda r: r["id"])
 
 
+def sql_options(options: dict[str, str]) -> str:
+    """``, `k` 'v', ...``: extra OPTIONS of a SQL view (``storage.<key>`` credentials)."""
+    return "".join(f", `{k}` '{v}'" for k, v in options.items())
+
+
 def listing(root) -> set[str]:
     """Every file and directory below ``root`` except ``__manifest`` internals."""
     out = set()
@@ -418,8 +423,19 @@ def _state(ns):
     return fresh.version, fresh.count(), listing(ns.root)
 
 
-def test_task_failure_aborts_and_leaves_nothing(spark, events_ns, tmp_path):
-    before = _state(events_ns)
+def _store_state(store, root):
+    """Version, rows and every file outside ``__manifest`` (names, sizes, stamps)."""
+    fresh = lp.open(root, storage_options=store.options())
+    files = {k: v for k, v in store.tree(root).items() if not k.startswith("__manifest")}
+    return fresh.version, fresh.count(), files, listing(root) if not store.is_s3 else None
+
+
+def test_task_failure_aborts_and_leaves_nothing(spark, store, tmp_path):
+    """abort() removes every file of the tasks it heard of, on local disk and on S3."""
+    root = store.root("events")
+    ns = lp.create(root, EVENTS_SCHEMA, "year(event_date), country", store.options())
+    ns.append(make_events(300))
+    before = _store_state(store, root)
     new = make_events(400, start_id=1000).to_pandas()
     new.loc[:49, "country"] = "NEW"  # new partitions, written by the task that succeeds
     df = spark.createDataFrame(
@@ -460,10 +476,11 @@ def test_task_failure_aborts_and_leaves_nothing(spark, events_ns, tmp_path):
 
     releaser = threading.Thread(target=release_when_first_task_reported, daemon=True)
     releaser.start()
+    writer = df.withColumn("id", boom("id")).write.format(FMT).mode("append")
     with pytest.raises(Exception, match="injected failure"):
-        df.withColumn("id", boom("id")).write.format(FMT).mode("append").save(events_ns.root)
+        writer.options(**store.spark_options()).save(root)
     releaser.join(timeout=60)
-    assert _state(events_ns) == before
+    assert _store_state(store, root) == before
 
 
 @pytest.mark.parametrize(
@@ -579,26 +596,30 @@ def test_unsupported_types_fail_naming_the_column(spark, tmp_path):
     assert not os.path.exists(os.path.join(target, "__manifest"))
 
 
-def test_write_modes(spark, tmp_path):
-    root = str(tmp_path / "modes")
+def test_write_modes(spark, store):
+    """The sink's modes; on S3 the credentials reach Spark only as ``storage.<key>`` options
+    (Spark's Python workers do not see the test's AWS environment)."""
+    root = store.root("modes")
     spec = "year(event_date), country"
     first, second = make_events(100), make_events(60, start_id=500)
-    events_df(spark, first).write.format(FMT).option("spec", spec).mode("append").save(root)
-    events_df(spark, second).write.format(FMT).mode("append").save(root)
+
+    def writer(table):
+        return events_df(spark, table).write.format(FMT).options(**store.spark_options())
+
+    writer(first).option("spec", spec).mode("append").save(root)
+    writer(second).mode("append").save(root)
     assert lp.open(root).count() == 160
     # static overwrite: the namespace becomes exactly the new data
-    events_df(spark, second).write.format(FMT).mode("overwrite").save(root)
+    writer(second).mode("overwrite").save(root)
     ns = lp.open(root)
     assert sorted(ns.to_arrow()["id"].to_pylist()) == second["id"].to_pylist()
     # dynamic overwrite: only the partitions the data touches are replaced
-    events_df(spark, first).write.format(FMT).mode("append").save(root)
+    writer(first).mode("append").save(root)
     us = first.filter(pa.compute.equal(first["country"], "US"))
     us_new = us.set_column(
         0, "id", pa.array([i + 10_000 for i in us["id"].to_pylist()], pa.int64())
     )
-    events_df(spark, us_new).write.format(FMT).mode("overwrite").option(
-        "partitionOverwriteMode", "dynamic"
-    ).save(root)
+    writer(us_new).mode("overwrite").option("partitionOverwriteMode", "dynamic").save(root)
     got = lp.open(root).to_arrow()
     expected = [
         i
@@ -613,7 +634,7 @@ def test_write_modes(spark, tmp_path):
     # the session conf, honoured through lps.write
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
     try:
-        lps.write(events_df(spark, us), root, mode="overwrite")
+        lps.write(events_df(spark, us), root, mode="overwrite", **store.spark_options())
     finally:
         spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
     assert sorted(lp.open(root).to_arrow()["id"].to_pylist()) == sorted(
@@ -642,12 +663,13 @@ def test_sql_insert_into_and_overwrite(spark, events_ns):
     assert spark.sql("SELECT count(*) FROM ev").collect()[0][0] == len(got)
 
 
-def test_sql_view_sees_its_own_writes(spark, tmp_path):
+def test_sql_view_sees_its_own_writes(spark, store):
     # issue 10 item 16, the exact sequence: PySpark 4.3 caches a view's read plan,
     # so after these writes the view kept counting 200.
-    root = str(tmp_path / "li")
+    root = store.root("li")
     lp.create(root, EVENTS_SCHEMA, "year(event_date), country").append(make_events(200))
-    spark.sql(f"CREATE TEMPORARY VIEW li USING {FMT} OPTIONS (root '{root}')")
+    opts = sql_options(store.spark_options())
+    spark.sql(f"CREATE TEMPORARY VIEW li USING {FMT} OPTIONS (root '{root}'{opts})")
     try:
         assert spark.sql("SELECT count(*) FROM li").collect()[0][0] == 200
         spark.sql("INSERT INTO li SELECT * FROM li")

@@ -1,11 +1,15 @@
-"""Beyond one JVM: a real Spark standalone cluster on loopback writes and reads a namespace.
+"""Beyond one JVM: a real Spark standalone cluster on loopback writes and reads namespaces,
+on local disk and on the S3 server (moto) of the test session.
 
 The test runs this file as a script in a subprocess, because a process holds one
 SparkContext and the test session's local one must stay usable. The script starts
 a master and two workers (1 core, 1 GiB each) with ``bin/spark-class`` from the
-pyspark package, runs a write and reads with executors in their own JVMs, then
-stops everything it started by process group. Order relative to other tests does
-not matter: nothing is shared but the installed package.
+pyspark package, runs a write and reads with executors in their own JVMs, then on
+S3 (credentials only as ``storage.<key>`` options: the cluster's processes have no
+AWS environment) a write, a pruned read and a storage partitioned join, and the
+TPC-H pipeline of ``make demo``; then it stops everything it started by process
+group. Order relative to other tests does not matter: nothing is shared but the
+installed package and the S3 server's endpoint.
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ import urllib.request
 
 import pytest
 
+AWS_ENV_PREFIXES = ("AWS_",)
 
-def test_standalone_cluster_write_and_read(tmp_path):
+
+def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     pytest.importorskip("pyspark")
-    env = dict(os.environ, LANCE_LOG="error", PYTHONWARNINGS="ignore")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(AWS_ENV_PREFIXES)}
+    env.update(LANCE_LOG="error", PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, __file__, str(tmp_path)],
+        [sys.executable, __file__, str(tmp_path), s3_server.endpoint],
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=1200,
         env=env,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -45,6 +52,16 @@ def test_standalone_cluster_write_and_read(tmp_path):
     assert result["written"] == result["expected"] == result["read"]
     assert result["filtered"] == result["filtered_expected"] > 0
     assert result["partitions_scanned"] < result["partitions_total"]
+    # on S3, through the executors, with storage.<key> options only
+    s3 = result["s3"]
+    assert s3["executor_aws_env"] == []
+    assert s3["written"] == s3["expected"] == s3["read"]
+    assert s3["filtered"] == s3["filtered_expected"] > 0
+    assert s3["partitions_scanned"] < s3["partitions_total"]
+    assert s3["join_rows"] == s3["join_expected"] > 0 and not s3["join_exchange"]
+    pipe = result["pipeline"]
+    assert pipe["queries"] and all(q["matches_parquet"] for q in pipe["queries"].values())
+    assert pipe["append"]["count_ok"] and pipe["jvm_stopped"]
     for pid in result["pids"]:
         assert not os.path.exists(f"/proc/{pid}"), f"process {pid} of the cluster is still running"
 
@@ -169,7 +186,74 @@ class Cluster:
         return [p.pid for p in self.procs]
 
 
-def run(workdir: str) -> dict:
+def run_s3(spark, endpoint: str, workdir: str) -> dict:
+    """A write, a pruned read and a storage partitioned join on S3, through the executors."""
+    import boto3
+    import pyarrow as pa
+    from conftest import EVENTS_SCHEMA, make_events
+
+    import lance_partitioned as lp
+    from demo.s3_server import ACCESS_KEY, REGION, SECRET_KEY, options_for
+    from lance_partitioned import spark as lps
+    from lance_partitioned.spark.storage_partitioned_join import executed_plan
+
+    opts = options_for(endpoint)
+    spark_opts = {f"storage.{k}": v for k, v in opts.items()}
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    ).create_bucket(Bucket="lp-cluster")
+    root = "s3://lp-cluster/events"
+    data = make_events(400)
+    df = spark.createDataFrame(
+        data.to_pandas(),
+        schema="id long, event_date date, country string, ts timestamp, amount double",
+    ).repartition(4)
+    df.write.format("lance_partitioned").options(**spark_opts).option(
+        "spec", "year(event_date), country"
+    ).mode("append").save(root)
+    env = (
+        spark.sparkContext.parallelize(range(4), 4)
+        .map(lambda _: sorted(k for k in os.environ if k.startswith("AWS_")))
+        .collect()
+    )
+    log = os.path.join(workdir, "scans-s3.jsonl")
+    reader = spark.read.format("lance_partitioned").options(**spark_opts)
+    filtered = (
+        reader.option("pushFilters", "true")
+        .option("scanLog", log)
+        .option("minPartitions", "4")
+        .load(root)
+        .where("event_date >= date'2026-01-01' AND country = 'US'")
+        .count()
+    )
+    entry = lps.read_scan_log(log)[-1]
+    ns = lp.open(root, storage_options=opts)
+    # storage partitioned join: the same rows bucketed two ways, joined on id
+    left = lp.create("s3://lp-cluster/left", EVENTS_SCHEMA, "bucket(4, id)", opts)
+    left.append(data)
+    right = lp.create("s3://lp-cluster/right", EVENTS_SCHEMA, "bucket(8, id)", opts)
+    right.append(data.filter(pa.compute.less(data["id"], 250)))
+    joined = lps.join(spark, left, right, "id", suffixes=("_l", "_r"), require_spj=True)
+    return {
+        "executor_aws_env": sorted({k for keys in env for k in keys}),
+        "expected": data.num_rows,
+        "written": ns.count(),
+        "read": reader.load(root).count(),
+        "filtered": filtered,
+        "filtered_expected": ns.count("event_date >= '2026-01-01' AND country = 'US'"),
+        "partitions_scanned": entry["partitions_scanned"],
+        "partitions_total": entry["partitions_total"],
+        "join_rows": joined.count(),
+        "join_expected": int(pa.compute.sum(pa.compute.less(data["id"], 250)).as_py()),
+        "join_exchange": "Exchange" in executed_plan(joined),
+    }
+
+
+def run(workdir: str, endpoint: str) -> dict:
     from pyspark.sql import SparkSession
 
     import lance_partitioned as lp
@@ -241,6 +325,20 @@ def run(workdir: str) -> dict:
             "partitions_scanned": entry["partitions_scanned"],
             "partitions_total": entry["partitions_total"],
         }
+        result["s3"] = run_s3(spark, endpoint, workdir)
+        lps.stop_session(spark)
+        spark = None
+        # the TPC-H pipeline of `make demo STORAGE=s3`, on the cluster
+        from demo import pipeline
+        from demo.s3_server import options_for
+
+        result["pipeline"] = pipeline.run(
+            0.01,
+            os.path.join(workdir, "pipeline"),
+            master=cluster.url,
+            ns_base="s3://lp-cluster/tpch",
+            storage_options=options_for(endpoint),
+        )
     finally:
         if spark is not None:
             lps.stop_session(spark)
@@ -252,5 +350,6 @@ if __name__ == "__main__":
     os.environ.setdefault("LANCE_LOG", "error")
     # The driver's planning workers (schema, pushdown, write commit) run this interpreter too.
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    out = run(sys.argv[1])
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the pipeline's driver, on loopback too
+    out = run(sys.argv[1], sys.argv[2])
     print("RESULT " + json.dumps(out), flush=True)

@@ -63,8 +63,10 @@ def dated_table(n: int, seed: int, value: str) -> pa.Table:
     return pa.table({"d": pa.array(days, pa.date32()), value: pa.array(range(n), pa.int64())})
 
 
-def make_ns(root: str, table: pa.Table, spec: str) -> lp.PartitionedNamespace:
-    ns = lp.create(root, table.schema, spec)
+def make_ns(
+    root: str, table: pa.Table, spec: str, storage_options: dict[str, str] | None = None
+) -> lp.PartitionedNamespace:
+    ns = lp.create(root, table.schema, spec, storage_options)
     ns.append(table)
     return ns
 
@@ -417,15 +419,19 @@ def test_spark_mixed_spec_versions(spark, tmp_path, how):
     assert_same(df, plain_join(spark, orders, customers, ON_F, how))
 
 
-@pytest.mark.parametrize("how", ["right", "full"])
-def test_spark_using_key_of_different_widths(spark, tmp_path, how):
-    """Same-named keys are output once (Spark's USING layout), int64 on one side, int32 on the other."""
+@pytest.mark.parametrize(
+    ("how", "store"), [("right", "local"), ("full", "local"), ("full", "s3")], indirect=["store"]
+)
+def test_spark_using_key_of_different_widths(spark, store, how):
+    """Same-named keys are output once (Spark's USING layout), int64 on one side, int32 on the
+    other. On S3 the join tasks read the leaves with the namespaces' storage_options (Spark's
+    Python workers do not see the test's AWS environment)."""
     from lance_partitioned.spark.storage_partitioned_join import join
 
     orders = orders_table(400)
     customers = customers_table(0, 200).rename_columns(["customer_id", "name"])
-    o = make_ns(str(tmp_path / "o"), orders, "bucket(customer_id, 4)")
-    c = make_ns(str(tmp_path / "c"), customers, "bucket(customer_id, 8)")
+    o = make_ns(store.root("o"), orders, "bucket(customer_id, 4)", store.options())
+    c = make_ns(store.root("c"), customers, "bucket(customer_id, 8)", store.options())
     df = join(spark, o, c, "customer_id", how, require_spj=True)
     assert df.columns[0] == "customer_id" and df.columns.count("customer_id") == 1
     assert_same(df, plain_join(spark, orders, customers, "customer_id", how))

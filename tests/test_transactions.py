@@ -14,6 +14,7 @@ import time
 import lance
 import pyarrow as pa
 import pytest
+from conftest import local_only
 from lance.fragment import write_fragments
 from lance.namespace import (
     CreateNamespaceRequest,
@@ -112,6 +113,7 @@ def test_staging_never_accepts_a_version_with_someone_elses_commit_below(ns, kin
     assert got == ({"b0", "a"} if kind == "append" else {"a"})  # never "other"
 
 
+@local_only
 def test_plain_lance_write_to_a_leaf_stays_invisible_and_does_not_block(ns, caplog):
     uri, published = leaf_uri(ns, 3)
     lance.write_dataset(rows("foreign", [3], 1, 700), uri, mode="append")
@@ -221,6 +223,7 @@ def test_delete_prunes_and_commits_all_partitions_at_once(ns):
     assert state(ns.root, v) == table_state(rows("b0", [0, 1, 2, 3, 4], 3, 0))
 
 
+@local_only
 def test_delete_edge_cases(ns):
     v = ns.version
     assert ns.delete("part = 42").partitions == 0
@@ -237,6 +240,7 @@ def test_delete_edge_cases(ns):
     assert ns.delete("true").rows == total and ns.count() == 0
 
 
+@local_only
 @pytest.mark.parametrize("blank", [None, "", "   ", "\n", "\t \r\n"])
 def test_delete_refuses_a_missing_or_blank_filter_and_changes_nothing(ns, blank):
     before, listing = state(ns.root), disk_listing(ns.root)
@@ -251,6 +255,7 @@ def test_delete_refuses_a_missing_or_blank_filter_and_changes_nothing(ns, blank)
 # -- time travel and tags ----------------------------------------------------------------
 
 
+@local_only
 def test_every_version_reads_exactly_what_was_committed(ns):
     history = [(ns.version, state(ns.root), dt.datetime.now())]
     ops = [
@@ -337,6 +342,7 @@ def test_foreign_directory_namespace_write_is_repaired_from_history(ns, caplog):
     assert reopened.count("part = 8") == 3
 
 
+@local_only
 def test_foreign_write_is_repaired_from_the_metadata_mirror_alone(ns):
     ns.append(rows("a", [1, 2, 8], 2, 100))
     before = _rows_by_id(manifest_table(ns.root))
@@ -358,6 +364,7 @@ def test_foreign_write_is_repaired_from_the_metadata_mirror_alone(ns):
     assert set(props) == {"partition.part"}
 
 
+@local_only
 def test_delete_matches_by_field_id_after_schema_evolution(store):
     """A leaf written before ``a`` was renamed to ``b`` (and a new ``a`` added) must not
     have its old ``a`` column matched by a filter on the new ``a``."""

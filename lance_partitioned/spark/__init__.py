@@ -28,6 +28,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource, projected_schema
+from lance_partitioned.spark.options import install_log_redaction
 from lance_partitioned.spark.planning import (
     DEFAULT_MIN_TASKS,
     DEFAULT_ROWS_PER_TASK,
@@ -57,8 +58,10 @@ def register(spark: SparkSession) -> None:
     """Register the ``lance_partitioned`` source and turn on Python filter pushdown.
 
     Also makes this session's temporary views see the writes made through Spark
-    (``lance_partitioned.spark.refresh``).
+    (``lance_partitioned.spark.refresh``), and keeps storage secrets passed as
+    ``storage.<key>`` options out of py4j's DEBUG log of driver-JVM commands.
     """
+    install_log_redaction()
     spark.dataSource.register(LancePartitionedDataSource)
     try:
         install_refresh_hook(spark)

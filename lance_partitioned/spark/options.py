@@ -45,12 +45,14 @@ Writing:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import CaseInsensitiveDict
 
+from lance_partitioned.catalog.storage import SECRET_KEYS
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
@@ -148,3 +150,36 @@ class SourceOptions:
                 if k.lower().endswith(VECTOR_SIZE_SUFFIX)
             },
         )
+
+
+# py4j logs every command it sends to the JVM at DEBUG, option values included: a
+# ``storage.aws_secret_access_key`` option would be printed in clear.
+_PY4J_LOGGERS = ("py4j", "py4j.clientserver", "py4j.java_gateway")
+_SECRET_MARKERS = tuple(sorted(SECRET_KEYS, key=len, reverse=True))
+
+
+class SecretRedactingFilter(logging.Filter):
+    """Replace a py4j log record that may carry a storage secret by a fixed text.
+
+    py4j's commands are opaque to us (an option key and its value on separate
+    lines, or a whole SQL text), so a record naming any secret storage key is
+    redacted whole rather than edited.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage().lower()
+        except Exception:
+            return True
+        if any(marker in text for marker in _SECRET_MARKERS):
+            record.msg = "py4j command naming a storage secret (redacted by lance_partitioned)"
+            record.args = ()
+        return True
+
+
+def install_log_redaction() -> None:
+    """Attach ``SecretRedactingFilter`` to py4j's loggers (once per process)."""
+    for name in _PY4J_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, SecretRedactingFilter) for f in logger.filters):
+            logger.addFilter(SecretRedactingFilter())
