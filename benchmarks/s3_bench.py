@@ -106,12 +106,20 @@ class Bench:
     def __init__(self, server: MotoServer, proxy: Proxy):
         self.server = server
         self.proxy = proxy
-        self.bucket = server.new_bucket("lp-bench")
         self.direct = server.options()
         self.via = server.options(aws_endpoint=proxy.endpoint)
 
     def root(self, name: str) -> str:
-        return f"s3://{self.bucket}/{name}"
+        """``s3://lp-<name>/ns`` in a bucket of its own: moto scans a whole bucket for every
+        LIST, so namespaces sharing one would slow each other down. The conditional-write
+        check of a new bucket (once per bucket) runs here, uncounted."""
+        from lance_partitioned.catalog import commit_safety, storage
+
+        bucket = self.server.new_bucket(f"lp-{name}")
+        root = f"s3://{bucket}/ns"
+        for opts in (self.direct, self.via):
+            commit_safety.check(root, storage.resolve(root, opts))
+        return root
 
     def counted(self, fn) -> tuple[Counter[str], object]:  # type: ignore[no-untyped-def]
         self.proxy.reset()
