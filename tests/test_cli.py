@@ -1,6 +1,11 @@
-"""The ``lance-partitioned`` command (issue 14 item 1), run as users run it: in a
-subprocess, through ``python -m lance_partitioned`` (the same ``main`` as the
-console script), checking output and exit codes.
+"""The ``lance-partitioned`` command (issue 14 item 1), checking output and exit codes.
+
+Most tests call ``main`` in this process, with stdout and stderr captured: the
+same function the console script and ``python -m lance_partitioned`` run, without
+paying about two seconds of interpreter start and imports per command. The tests
+of usage errors and of object storage (where the child's environment must hold no
+AWS variables, and a secret must not reach even the raw file descriptors) run it
+as users do, in a subprocess.
 
 Expected values come from the input table with pyarrow.compute, from plain
 pylance on ``__manifest``, or from the files on disk; never from our code.
@@ -8,7 +13,9 @@ pylance on ``__manifest``, or from the files on disk; never from our code.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -21,13 +28,15 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_partitioned as lp
+from lance_partitioned.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = pa.schema([("id", pa.int32()), ("country", pa.string()), ("amount", pa.float64())])
 COUNTRIES = ["FR", "US", "DE", "US", "FR", "US", "JP", "US"]
 
 
-def run(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
+def run_process(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
+    """Run the command in a child process, as a user's shell does."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     out = subprocess.run(
         [sys.executable, "-m", "lance_partitioned", *args],
@@ -41,8 +50,24 @@ def run(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
     return out
 
 
-def run_json(*args: str) -> object:
-    return json.loads(run(*args, "--json").stdout)
+def run(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
+    """Run the command's ``main`` in this process; the result has the exit code and
+    the captured output, like ``run_process``'s."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main(list(args))
+            code = 0  # main always exits; reaching here would be a bug in main
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    out = subprocess.CompletedProcess(list(args), code, stdout.getvalue(), stderr.getvalue())
+    if ok is not None:
+        assert out.returncode == ok, (args, out.returncode, out.stdout, out.stderr)
+    return out
+
+
+def run_json(*args: str, runner=run) -> object:
+    return json.loads(runner(*args, "--json").stdout)
 
 
 def tree_digest(root: str) -> str:
@@ -94,7 +119,7 @@ def test_help_and_usage_errors_exit_2(root):
     out = run("--help")
     for command in ["describe", "partitions", "plan", "explain", "history", "versions", "tags"]:
         assert command in out.stdout
-    unknown = run("no-such-command", ok=2).stderr
+    unknown = run_process("no-such-command", ok=2).stderr  # end to end, once
     assert unknown.startswith("error: No such command") and unknown.count("\n") == 1
     bad = run("count", root, "--storage-option", "novalue", ok=2)
     assert "key=value" in bad.stderr
@@ -272,11 +297,15 @@ def test_commands_on_the_s3_server_with_storage_options_only(s3_server, data, mo
     for key in [k for k in os.environ if k.startswith("AWS_")]:  # only the options reach it
         monkeypatch.delenv(key)
 
-    assert run_json("count", root, *flags) == {"rows": data.num_rows}
+    assert run_json("count", root, *flags, runner=run_process) == {"rows": data.num_rows}
     us = pc.sum(pc.equal(data["country"], "US")).as_py()
-    assert run_json("count", root, "--filter", "country = 'US'", *flags) == {"rows": us}
+    assert run_json("count", root, "--filter", "country = 'US'", *flags, runner=run_process) == {
+        "rows": us
+    }
     for command in (["describe"], ["partitions"], ["explain", "country = 'US'"], ["validate"]):
-        out = run(command[0], root, *command[1:], *flags)
+        # in a child process too, so that Lance's own logging (file descriptor 2) is seen
+        runner = run_process if command == ["describe"] else run
+        out = runner(command[0], root, *command[1:], *flags)
         assert secret not in out.stdout + out.stderr, command
     run("compact", root, *flags)
     run("vacuum", root, *flags)
