@@ -1,0 +1,313 @@
+"""Run one benchmark script against two revisions of the library, interleaved, and compare.
+
+    .venv/bin/python benchmarks/compare_revisions.py --old ef89f13 --new HEAD \\
+        [--rounds 3] [--lock /work/wt/bench.lock] [--columns REGEX] [--rows REGEX] \\
+        [--out benchmarks/results/compare.md] \\
+        -- benchmarks/evolution_bench.py --partitions 10000 --out {out} --workdir {workdir}
+
+Each revision's ``lance_partitioned`` package is extracted with ``git archive``
+(``WORKTREE``: the checkout's own files, uncommitted edits included) into a
+temporary directory. The *current* benchmark scripts (``benchmarks/`` and the
+``demo/`` they import) are copied next to neither package, so the same script
+runs against each library version, chosen by ``PYTHONPATH`` alone (checked:
+the tool asks each side which ``lance_partitioned`` it imports). Runs alternate
+old, new, new, old, ... for ``--rounds`` rounds, so load drift hits both sides
+alike; with ``--lock``, each single run holds that ``flock`` file and releases
+it afterwards, so other heavy jobs interleave instead of waiting for the whole
+comparison.
+
+The script's arguments may contain ``{out}`` (a fresh markdown path per run:
+the report the script writes) and ``{workdir}`` (a scratch directory kept
+across runs, e.g. for cached TPC-H data). Every markdown table of each report
+is read; a cell's *leading figure* is compared (core_bench's "best" time, a
+plain number elsewhere), times normalised to ms. Rows are matched by their
+position in the report, so both sides must print the same tables (the same
+script does). The output table has, per figure: the median over rounds for
+old and new, new/old, each side's range over rounds, and a verdict: *beyond
+noise* when the ranges do not overlap, else *within noise*.
+
+``--shim-old FILE``: when the current script uses an API the old revision
+lacks, FILE is installed as ``sitecustomize.py`` on the old side only (Python
+imports it at start-up) to add a minimal compatibility layer; the report says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_env import header_lines, loadavg, utc_now, write_report
+
+REPO = Path(__file__).resolve().parent.parent
+WORKTREE = "WORKTREE"
+
+# A cell's leading figure: "1,234.5 ms (median ...)", "0.33M", "1.18x", "12%".
+_FIGURE = re.compile(r"^\s*\**\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/%×]*)")
+_TIME_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "min": 6e4}
+
+
+def leading_figure(cell: str) -> tuple[float, str] | None:
+    """The first number of a table cell and its unit; times in ms (unit ``ms``).
+
+    None when the cell does not start with a number.
+    """
+    m = _FIGURE.match(cell)
+    if m is None:
+        return None
+    value, unit = float(m.group(1).replace(",", "")), m.group(2)
+    if unit in _TIME_MS:
+        return value * _TIME_MS[unit], "ms"
+    return value, unit
+
+
+@dataclass
+class Table:
+    """One markdown table of a report: the heading above it, its header and rows."""
+
+    heading: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def markdown_tables(text: str) -> list[Table]:
+    """The tables of a markdown document, in order (a separator row ``|---|`` is skipped)."""
+    tables: list[Table] = []
+    heading, current = "", None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        if not line.lstrip().startswith("|"):
+            current = None
+            continue
+        cells = _cells(line)
+        if current is None:
+            current = Table(heading, cells)
+            tables.append(current)
+        elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
+            current.rows.append(cells)
+    return tables
+
+
+def figures(
+    text: str, columns: str | None, rows: str | None
+) -> dict[tuple, tuple[str, float, str]]:
+    """Every comparable figure of a report: key (table, row, column) -> (label, value, unit).
+
+    The label names the row by its non-numeric leading cells and the column by its
+    header. ``columns``/``rows``: regular expressions a column header / a row label
+    must match (None: all).
+    """
+    out: dict[tuple, tuple[str, float, str]] = {}
+    for t, table in enumerate(markdown_tables(text)):
+        for r, row in enumerate(table.rows):
+            label_cells = []
+            for cell in row:
+                if leading_figure(cell) is not None:
+                    break
+                label_cells.append(cell)
+            row_label = " · ".join(c for c in label_cells if c) or f"row {r + 1}"
+            if rows and not re.search(rows, row_label):
+                continue
+            for c, cell in enumerate(row[len(label_cells) :], start=len(label_cells)):
+                head = table.header[c] if c < len(table.header) else f"column {c + 1}"
+                if columns and not re.search(columns, head):
+                    continue
+                fig = leading_figure(cell)
+                if fig is not None:
+                    prefix = f"{table.heading}: " if table.heading else ""
+                    out[(t, r, c)] = (f"{prefix}{row_label} — {head}", *fig)
+    return out
+
+
+def extract(rev: str, dest: Path) -> str:
+    """Put revision ``rev``'s ``lance_partitioned`` under ``dest``; return its commit."""
+    dest.mkdir(parents=True)
+    if rev == WORKTREE:
+        shutil.copytree(
+            REPO / "lance_partitioned",
+            dest / "lance_partitioned",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "lance_partitioned")
+        return f"{head} working tree" + (" (with uncommitted changes)" if dirty else "")
+    commit = _git("rev-parse", "--short", rev)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "lance_partitioned"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return commit
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@dataclass
+class Side:
+    """One library version: where it is extracted and what its runs measured."""
+
+    name: str
+    rev: str
+    commit: str
+    lib: Path
+    runs: list[str] = field(default_factory=list)  # the reports, one per successful run
+    failures: list[str] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": str(self.lib)}
+
+
+def check_import(side: Side, cwd: Path) -> None:
+    """Fail unless ``side``'s environment imports its own extracted package."""
+    got = subprocess.run(
+        [sys.executable, "-c", "import lance_partitioned as m; print(m.__file__)"],
+        env=side.env(),
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not Path(got).resolve().is_relative_to(side.lib.resolve()):
+        raise SystemExit(f"{side.name}: imports {got}, not the extracted {side.lib}")
+
+
+def run_once(side: Side, script: Path, args: list[str], tmp: Path, rnd: int, lock: str | None):
+    """One run of the script against ``side``; its report's figures are appended."""
+    out = tmp / "reports" / f"{side.name}-{rnd}.md"
+    out.parent.mkdir(exist_ok=True)
+    workdir = tmp / "work"
+    argv = [a.replace("{out}", str(out)).replace("{workdir}", str(workdir)) for a in args]
+    cmd = [sys.executable, str(script), *argv]
+    if lock:
+        cmd = ["flock", lock, *cmd]
+    print(f"[{utc_now()}] round {rnd} {side.name} ({side.commit}), load {loadavg()}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=side.env(), cwd=script.parent, capture_output=True, text=True)
+    side.seconds.append(time.perf_counter() - t0)
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        side.failures.append(f"round {rnd}: exit {proc.returncode}: {' / '.join(tail)}")
+        print(f"  failed: {side.failures[-1]}", flush=True)
+        return
+    side.runs.append(out.read_text(encoding="utf-8"))
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}" if abs(v) < 10 else f"{v:.1f}"
+
+
+def comparison(old: Side, new: Side, columns: str | None, rows: str | None) -> list[str]:
+    """The markdown table of every figure both sides measured in every round."""
+    per_side = [[figures(text, columns, rows) for text in s.runs] for s in (old, new)]
+    if not all(per_side):
+        return ["No comparison: a side has no successful run."]
+    keys = [k for k in per_side[0][0] if all(k in run for runs in per_side for run in runs)]
+    lines = [
+        "| figure | unit | old (median) | new (median) | new/old | old range | new range | verdict |",
+        "|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for k in keys:
+        label, _, unit = per_side[0][0][k]
+        vals = [[run[k][1] for run in runs] for runs in per_side]
+        (o, n) = (statistics.median(v) for v in vals)
+        ratio = f"{n / o:.2f}" if o else "—"
+        apart = min(vals[0]) > max(vals[1]) or min(vals[1]) > max(vals[0])
+        verdict = "beyond noise" if apart and len(vals[0]) > 1 else "within noise"
+        lines.append(
+            f"| {label} | {unit} | {_fmt(o)} | {_fmt(n)} | {ratio} | "
+            f"{_fmt(min(vals[0]))}–{_fmt(max(vals[0]))} | "
+            f"{_fmt(min(vals[1]))}–{_fmt(max(vals[1]))} | {verdict} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--old", required=True, help="git revision (or WORKTREE)")
+    parser.add_argument("--new", default=WORKTREE, help="git revision (default: WORKTREE)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--lock", default=None, help="flock file held by each single run")
+    parser.add_argument("--columns", default=None, help="regex: column headers to compare")
+    parser.add_argument("--rows", default=None, help="regex: row labels to compare")
+    parser.add_argument("--shim-old", default=None, help="sitecustomize.py for the old side")
+    parser.add_argument("--title", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--out", default="", help="markdown report path ('' to print only)")
+    parser.add_argument("script", help="benchmark script (from benchmarks/)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments ({out}, {workdir})")
+    args = parser.parse_args(argv)
+    bench_args = args.args[1:] if args.args[:1] == ["--"] else args.args
+    started, load_start, t_start = utc_now(), loadavg(), time.perf_counter()
+
+    tmp = Path(tempfile.mkdtemp(prefix="lp-compare-"))
+    try:
+        scripts = tmp / "scripts"  # the current scripts, beside neither library copy
+        shutil.copytree(REPO / "benchmarks", scripts / "benchmarks", ignore=_no_results)
+        if (REPO / "demo").is_dir():
+            shutil.copytree(REPO / "demo", scripts / "demo", ignore=_no_results)
+        script = scripts / "benchmarks" / Path(args.script).name
+        old = Side("old", args.old, extract(args.old, tmp / "old"), tmp / "old")
+        new = Side("new", args.new, extract(args.new, tmp / "new"), tmp / "new")
+        if args.shim_old:
+            shutil.copy(args.shim_old, old.lib / "sitecustomize.py")
+        for side in (old, new):
+            check_import(side, script.parent)
+        for rnd in range(args.rounds):
+            order = (old, new) if rnd % 2 == 0 else (new, old)
+            for side in order:
+                run_once(side, script, bench_args, tmp, rnd + 1, args.lock)
+        shown = shlex.join([Path(args.script).name, *bench_args])
+        title = args.title or f"{Path(args.script).stem}: {old.commit} vs {new.commit}"
+        cmd = shlex.join([sys.executable, *(sys.argv if argv is None else [__file__, *argv])])
+        lines = header_lines(title, cmd, started, load_start, time.perf_counter() - t_start)
+        lines += [
+            f"- old: `{old.rev}` = {old.commit}; new: `{new.rev}` = {new.commit}",
+            f"- benchmark (the current script, for both): `{shown}`",
+            f"- {args.rounds} rounds, interleaved old/new (order alternating each round); "
+            f"run times old {', '.join(f'{s:.0f}' for s in old.seconds)} s, "
+            f"new {', '.join(f'{s:.0f}' for s in new.seconds)} s",
+        ]
+        if args.shim_old:
+            lines.append(f"- compatibility shim on the old side: `{args.shim_old}`")
+        for side in (old, new):
+            lines += [f"- {side.name} failed: {f}" for f in side.failures]
+        lines += ["", *comparison(old, new, args.columns, args.rows), ""]
+        text = "\n".join(lines) + "\n"
+        print(text)
+        write_report(args.out, text)
+    finally:
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def _no_results(directory: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in ("results", "__pycache__")}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
