@@ -153,3 +153,38 @@ def test_is_not_null_is_still_dropped_per_leaf(bucketed):
     for t in tasks:
         assert "NULL" not in t.filter_sql.upper(), t.filter_sql
         assert "40" in t.filter_sql
+
+
+def test_leaves_sharing_calendar_values_share_the_answer(tmp_path, monkeypatch):
+    """year/month/bucket: the residual depends on (year, month) alone, so it is worked
+    out once per month, and each leaf gets its month's answer."""
+    days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(0, 120, 3)]
+    data = pa.table({"d": pa.array(days, pa.date32()), "k": pa.array(range(len(days)), pa.int64())})
+    ns = lp.create(str(tmp_path / "ns"), data.schema, "year(d), month(d), bucket(4, k)")
+    ns.append(data)
+    ns = lp.open(ns.root)
+    asked = []
+    hierarchy = time_ranges.hierarchy_implies
+
+    def counting(p, fields, values, src_type):
+        asked.append(tuple(sorted(values.items())))
+        return hierarchy(p, fields, values, src_type)
+
+    monkeypatch.setattr(pruning, "hierarchy_implies", counting)
+    flt = "d >= DATE '2024-02-15' AND d < DATE '2024-04-01'"
+    tasks = ns.plan(flt)
+    months = {(t.partition_values["d_year"], t.partition_values["d_month"]) for t in tasks}
+    assert months == {(2024, 2), (2024, 3)}
+    assert len(tasks) > len(months)  # several buckets per month
+    for t in tasks:
+        if t.partition_values["d_month"] == 3:  # all of March is inside the range
+            assert t.filter_sql is None, t
+        else:  # February starts before the bound: the lower bound is still checked
+            assert "2024-02-15" in t.filter_sql and "2024-04-01" not in t.filter_sql, t
+    # two range conjuncts, asked once per month, not once per leaf
+    assert len(asked) == 2 * len(months)
+    mask = pc.and_(
+        pc.greater_equal(data["d"], pa.scalar(dt.date(2024, 2, 15), pa.date32())),
+        pc.less(data["d"], pa.scalar(dt.date(2024, 4, 1), pa.date32())),
+    )
+    assert ns.scan(flt).count() == pc.sum(mask).as_py()

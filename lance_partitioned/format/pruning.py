@@ -356,12 +356,28 @@ class ResidualPlan:
         self._count = len(parts)
         # every conjunct, for every leaf of this spec: no field may guarantee any
         self.constant: tuple[int, ...] | None = None if checks else tuple(range(len(parts)))
+        # The answer depends only on the values of the fields the checks read: leaves
+        # that share them (every bucket of one month) share it.
+        read = {f.field_id for c in checks for f in (*c.answering, *c.hierarchy)}
+        self._read_positions = tuple(i for i, fid in enumerate(self.field_ids) if fid in read)
+        self._answers: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
     def kept(self, values: Sequence[Any]) -> tuple[int, ...]:
         """Indices of the conjuncts a partition with ``values`` (in spec field order)
         does not guarantee: what its leaf scan still has to check."""
         if self.constant is not None:
             return self.constant
+        key = tuple(values[i] for i in self._read_positions)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value: answer without the memo
+            return self._kept(values)
+        answer = self._answers[key] = self._kept(values)
+        return answer
+
+    def _kept(self, values: Sequence[Any]) -> tuple[int, ...]:
         by_id = dict(zip(self.field_ids, values, strict=True))
         dropped = {c.index for c in self._checks if c.implied(by_id)}
         return tuple(i for i in range(self._count) if i not in dropped)
