@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 WORKTREE = "WORKTREE"
 
 # A cell's leading figure: "1,234.5 ms (median ...)", "0.33M", "1.18x", "12%".
-_FIGURE = re.compile(r"^\s*\**\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/%×]*)")
+_FIGURE = re.compile(r"^\s*\**\s*([-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)\**\s*([A-Za-zµ/%×]*)")
 _TIME_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "min": 6e4}
 
 
