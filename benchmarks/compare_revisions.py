@@ -34,6 +34,8 @@ imports it at start-up) to add a minimal compatibility layer; the report says so
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import re
 import shlex
@@ -172,6 +174,7 @@ class Side:
     runs: list[str] = field(default_factory=list)  # the reports, one per successful run
     failures: list[str] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)  # load average as each run started
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(self.lib)}
@@ -191,19 +194,36 @@ def check_import(side: Side, cwd: Path) -> None:
         raise SystemExit(f"{side.name}: imports {got}, not the extracted {side.lib}")
 
 
+@contextlib.contextmanager
+def held(lock: str | None):
+    """Hold ``lock`` (an ``flock`` file, as ``flock(1)`` takes it) for the block; None: no lock."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def run_once(side: Side, script: Path, args: list[str], tmp: Path, rnd: int, lock: str | None):
-    """One run of the script against ``side``; its report's figures are appended."""
+    """One run of the script against ``side`` (holding ``lock``); its report is kept."""
     out = tmp / "reports" / f"{side.name}-{rnd}.md"
     out.parent.mkdir(exist_ok=True)
     workdir = tmp / "work"
     argv = [a.replace("{out}", str(out)).replace("{workdir}", str(workdir)) for a in args]
     cmd = [sys.executable, str(script), *argv]
-    if lock:
-        cmd = ["flock", lock, *cmd]
-    print(f"[{utc_now()}] round {rnd} {side.name} ({side.commit}), load {loadavg()}", flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=side.env(), cwd=script.parent, capture_output=True, text=True)
-    side.seconds.append(time.perf_counter() - t0)
+    with held(lock):  # timed and load read once the lock is ours, not while queueing
+        side.loads.append(loadavg())
+        print(f"[{utc_now()}] round {rnd} {side.name} ({side.commit}), load {side.loads[-1]}")
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            cmd, env=side.env(), cwd=script.parent, capture_output=True, text=True
+        )
+        side.seconds.append(time.perf_counter() - t0)
+    sys.stdout.flush()
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         side.failures.append(f"round {rnd}: exit {proc.returncode}: {' / '.join(tail)}")
@@ -258,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("script", help="benchmark script (from benchmarks/)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments ({out}, {workdir})")
     args = parser.parse_args(argv)
-    bench_args = args.args[1:] if args.args[:1] == ["--"] else args.args
+    if args.args[:1] == ["--"]:
+        args.args = args.args[1:]
+    bench_args = args.args
     started, load_start, t_start = utc_now(), loadavg(), time.perf_counter()
 
     tmp = Path(tempfile.mkdtemp(prefix="lp-compare-"))
@@ -278,31 +300,44 @@ def main(argv: list[str] | None = None) -> int:
             order = (old, new) if rnd % 2 == 0 else (new, old)
             for side in order:
                 run_once(side, script, bench_args, tmp, rnd + 1, args.lock)
-        shown = shlex.join([Path(args.script).name, *bench_args])
-        title = args.title or f"{Path(args.script).stem}: {old.commit} vs {new.commit}"
-        cmd = shlex.join([sys.executable, *(sys.argv if argv is None else [__file__, *argv])])
-        lines = header_lines(title, cmd, started, load_start, time.perf_counter() - t_start)
-        lines += [
-            f"- old: `{old.rev}` = {old.commit}; new: `{new.rev}` = {new.commit}",
-            f"- benchmark (the current script, for both): `{shown}`",
-            f"- {args.rounds} rounds, interleaved old/new (order alternating each round); "
-            f"run times old {', '.join(f'{s:.0f}' for s in old.seconds)} s, "
-            f"new {', '.join(f'{s:.0f}' for s in new.seconds)} s",
-        ]
-        if args.shim_old:
-            lines.append(f"- compatibility shim on the old side: `{args.shim_old}`")
-        for side in (old, new):
-            lines += [f"- {side.name} failed: {f}" for f in side.failures]
-        lines += ["", *comparison(old, new, args.columns, args.rows), ""]
-        text = "\n".join(lines) + "\n"
+            # rewritten after every round, so an interrupted comparison leaves its figures
+            text = report(args, argv, old, new, rnd + 1, (started, load_start, t_start))
+            write_report(args.out, text)
         print(text)
-        write_report(args.out, text)
     finally:
         if args.keep:
             print(f"kept {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def report(
+    args: argparse.Namespace, argv: list[str] | None, old: Side, new: Side, done: int, start: tuple
+) -> str:
+    """The markdown comparison after ``done`` of ``args.rounds`` rounds."""
+    started, load_start, t_start = start
+    shown = shlex.join([Path(args.script).name, *args.args])
+    title = args.title or f"{Path(args.script).stem}: {old.commit} vs {new.commit}"
+    cmd = shlex.join([sys.executable, *(sys.argv if argv is None else [__file__, *argv])])
+    lines = header_lines(title, cmd, started, load_start, time.perf_counter() - t_start)
+    rounds = f"{done} rounds" if done == args.rounds else f"{done} of {args.rounds} rounds so far"
+    lines += [
+        f"- old: `{old.rev}` = {old.commit}; new: `{new.rev}` = {new.commit}",
+        f"- benchmark (the current script, for both): `{shown}`",
+        f"- {rounds}, interleaved old/new (order alternating each round)",
+    ]
+    for side in (old, new):
+        runs = ", ".join(
+            f"{s:.0f} s (load {ld})" for s, ld in zip(side.seconds, side.loads, strict=True)
+        )
+        lines.append(f"- {side.name} runs: {runs}")
+    if args.shim_old:
+        lines.append(f"- compatibility shim on the old side: `{args.shim_old}`")
+    for side in (old, new):
+        lines += [f"- {side.name} failed: {f}" for f in side.failures]
+    lines += ["", *comparison(old, new, args.columns, args.rows), ""]
+    return "\n".join(lines) + "\n"
 
 
 def _no_results(directory: str, names: list[str]) -> set[str]:
