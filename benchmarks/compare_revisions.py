@@ -26,6 +26,13 @@ script does). The output table has, per figure: the median over rounds for
 old and new, new/old, each side's range over rounds, and a verdict: *beyond
 noise* when the ranges do not overlap, else *within noise*.
 
+``--lock-scope round`` holds the lock for a whole round instead (old and new
+back to back: fewer waits in a busy queue, still one short job each).
+``--workspace DIR`` keeps the extractions, scripts and reports in DIR; running
+again with the same DIR resumes: the extracted revisions are reused as they
+are, finished runs count without running again, and the report (rewritten
+after every round) covers all of them.
+
 ``--shim-old FILE``: when the current script uses an API the old revision
 lacks, FILE is installed as ``sitecustomize.py`` on the old side only (Python
 imports it at start-up) to add a minimal compatibility layer; the report says so.
@@ -136,7 +143,20 @@ def figures(
 
 
 def extract(rev: str, dest: Path) -> str:
-    """Put revision ``rev``'s ``lance_partitioned`` under ``dest``; return its commit."""
+    """Put revision ``rev``'s ``lance_partitioned`` under ``dest``; return its commit.
+
+    A ``dest`` that already holds an extraction (a resumed ``--workspace``) is
+    reused as it is, whatever ``rev`` names now.
+    """
+    stamp = dest / "COMMIT"
+    if stamp.exists():
+        return stamp.read_text(encoding="utf-8").strip()
+    commit = _extract(rev, dest)
+    stamp.write_text(commit + "\n", encoding="utf-8")
+    return commit
+
+
+def _extract(rev: str, dest: Path) -> str:
     dest.mkdir(parents=True)
     if rev == WORKTREE:
         shutil.copytree(
@@ -212,6 +232,13 @@ def run_once(side: Side, script: Path, args: list[str], tmp: Path, rnd: int, loc
     """One run of the script against ``side`` (holding ``lock``); its report is kept."""
     out = tmp / "reports" / f"{side.name}-{rnd}.md"
     out.parent.mkdir(exist_ok=True)
+    meta = out.with_suffix(".run")  # "<seconds> <load>" of a finished run
+    if out.exists():  # done before this comparison was resumed
+        seconds, _, load = (meta.read_text() if meta.exists() else "nan ?").partition(" ")
+        side.seconds.append(float(seconds))
+        side.loads.append(load.strip())
+        side.runs.append(out.read_text(encoding="utf-8"))
+        return
     workdir = tmp / "work"
     argv = [a.replace("{out}", str(out)).replace("{workdir}", str(workdir)) for a in args]
     cmd = [sys.executable, str(script), *argv]
@@ -224,6 +251,8 @@ def run_once(side: Side, script: Path, args: list[str], tmp: Path, rnd: int, loc
         )
         side.seconds.append(time.perf_counter() - t0)
     sys.stdout.flush()
+    if out.exists():
+        meta.write_text(f"{side.seconds[-1]:.1f} {side.loads[-1]}", encoding="utf-8")
     if proc.returncode != 0 or not out.exists():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         side.failures.append(f"round {rnd}: exit {proc.returncode}: {' / '.join(tail)}")
@@ -268,7 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old", required=True, help="git revision (or WORKTREE)")
     parser.add_argument("--new", default=WORKTREE, help="git revision (default: WORKTREE)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--lock", default=None, help="flock file held by each single run")
+    parser.add_argument("--lock", default=None, help="flock file held by each run (or round)")
+    parser.add_argument(
+        "--lock-scope",
+        choices=("run", "round"),
+        default="run",
+        help="hold --lock for each run (default) or for each round (old and new back to back)",
+    )
+    parser.add_argument(
+        "--workspace",
+        default=None,
+        help="directory for the extractions, scripts and reports (default: a temporary one, "
+        "deleted unless --keep); an existing one resumes: its extractions and finished runs "
+        "are reused",
+    )
     parser.add_argument("--columns", default=None, help="regex: column headers to compare")
     parser.add_argument("--rows", default=None, help="regex: row labels to compare")
     parser.add_argument("--shim-old", default=None, help="sitecustomize.py for the old side")
@@ -283,12 +325,18 @@ def main(argv: list[str] | None = None) -> int:
     bench_args = args.args
     started, load_start, t_start = utc_now(), loadavg(), time.perf_counter()
 
-    tmp = Path(tempfile.mkdtemp(prefix="lp-compare-"))
+    if args.workspace:
+        tmp, args.keep = Path(args.workspace), True
+        tmp.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="lp-compare-"))
     try:
         scripts = tmp / "scripts"  # the current scripts, beside neither library copy
-        shutil.copytree(REPO / "benchmarks", scripts / "benchmarks", ignore=_no_results)
+        shutil.copytree(
+            REPO / "benchmarks", scripts / "benchmarks", ignore=_no_results, dirs_exist_ok=True
+        )
         if (REPO / "demo").is_dir():
-            shutil.copytree(REPO / "demo", scripts / "demo", ignore=_no_results)
+            shutil.copytree(REPO / "demo", scripts / "demo", ignore=_no_results, dirs_exist_ok=True)
         script = scripts / "benchmarks" / Path(args.script).name
         old = Side("old", args.old, extract(args.old, tmp / "old"), tmp / "old")
         new = Side("new", args.new, extract(args.new, tmp / "new"), tmp / "new")
@@ -298,8 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             check_import(side, script.parent)
         for rnd in range(args.rounds):
             order = (old, new) if rnd % 2 == 0 else (new, old)
-            for side in order:
-                run_once(side, script, bench_args, tmp, rnd + 1, args.lock)
+            done = all((tmp / "reports" / f"{s.name}-{rnd + 1}.md").exists() for s in order)
+            per_round = args.lock if args.lock_scope == "round" and not done else None
+            per_run = args.lock if args.lock_scope == "run" else None
+            with held(per_round):
+                for side in order:
+                    run_once(side, script, bench_args, tmp, rnd + 1, per_run)
             # rewritten after every round, so an interrupted comparison leaves its figures
             text = report(args, argv, old, new, rnd + 1, (started, load_start, t_start))
             write_report(args.out, text)

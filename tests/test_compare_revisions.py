@@ -87,8 +87,7 @@ def test_comparison_medians_ratio_and_noise_verdict():
     assert lines[3] == "| x — b (ms) |  | 6 | 6 | 1.00 | 5–7 | 5–8 | within noise |"
 
 
-def test_a_real_comparison_at_a_tiny_scale(tmp_path):
-    """HEAD against the working tree, one round of evolution_bench at 20 partitions."""
+def _compare(tmp_path, rounds: int):
     out = tmp_path / "cmp.md"
     done = subprocess.run(
         [
@@ -99,7 +98,13 @@ def test_a_real_comparison_at_a_tiny_scale(tmp_path):
             "--new",
             "WORKTREE",
             "--rounds",
-            "1",
+            str(rounds),
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--lock",
+            str(tmp_path / "lock"),
+            "--lock-scope",
+            "round",
             "--columns",
             "version",
             "--out",
@@ -123,9 +128,27 @@ def test_a_real_comparison_at_a_tiny_scale(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    text = out.read_text(encoding="utf-8")
+    return out.read_text(encoding="utf-8")
+
+
+def test_a_real_comparison_at_a_tiny_scale_and_its_resumption(tmp_path):
+    """HEAD against the working tree, evolution_bench at 20 partitions: one round, then
+    a second one resumed in the same workspace (the first round is not run again)."""
+    text = _compare(tmp_path, 1)
     assert "load average (1, 5, 15 min) at start: " in text
     assert "failed" not in text
     for flt in ("`k = 19`", "`k IN (5, 10, 10)`", "`k >= 10`", "`(no filter)`"):
         for col in ("1 version (ms)", "3 versions (ms)"):
             assert f"{flt} — {col}" in text, (flt, col)
+    reports = tmp_path / "ws" / "reports"
+    first = {p.name: p.stat().st_mtime_ns for p in reports.glob("*-1.md")}
+    assert sorted(first) == ["new-1.md", "old-1.md"]
+    text = _compare(tmp_path, 2)
+    assert {p.name: p.stat().st_mtime_ns for p in reports.glob("*-1.md")} == first
+    assert sorted(p.name for p in reports.glob("*.md")) == [
+        "new-1.md",
+        "new-2.md",
+        "old-1.md",
+        "old-2.md",
+    ]
+    assert "- 2 rounds, interleaved" in text
