@@ -68,10 +68,15 @@ _TIME_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "min": 6e4
 def leading_figure(cell: str) -> tuple[float, str] | None:
     """The first number of a table cell and its unit; times in ms (unit ``ms``).
 
-    None when the cell does not start with a number.
+    None when the cell is not a figure: it does not start with a number, or digits
+    follow outside parentheses (``1 of 2000 partitions: ...`` is a label, while
+    ``4.69 s (median 4.81 s, n=2)`` and ``12.7 M values/s`` are figures).
     """
     m = _FIGURE.match(cell)
     if m is None:
+        return None
+    rest = re.sub(r"\([^)]*\)", "", cell[m.end() :])
+    if re.search(r"\d", rest):
         return None
     value, unit = float(m.group(1).replace(",", "")), m.group(2)
     if unit in _TIME_MS:
@@ -116,29 +121,31 @@ def figures(
 ) -> dict[tuple, tuple[str, float, str]]:
     """Every comparable figure of a report: key (table, row, column) -> (label, value, unit).
 
-    The label names the row by its non-numeric leading cells and the column by its
-    header. ``columns``/``rows``: regular expressions a column header / a row label
+    The label names the row by its text cells and the column by its header; a
+    cell repeated in the same column of rows that share their leading text (one
+    measurement beside several peers) counts once. ``columns``/``rows``: regular expressions a column header / a row label
     must match (None: all).
     """
     out: dict[tuple, tuple[str, float, str]] = {}
     for t, table in enumerate(markdown_tables(text)):
+        seen: set[tuple[str, str, str]] = set()
         for r, row in enumerate(table.rows):
-            label_cells = []
-            for cell in row:
-                if leading_figure(cell) is not None:
-                    break
-                label_cells.append(cell)
-            row_label = " · ".join(c for c in label_cells if c) or f"row {r + 1}"
+            kinds = [leading_figure(cell) for cell in row]
+            # the row is named by all its text cells ("write · compared with Spark")
+            text_cells = [c for c, k in zip(row, kinds, strict=True) if k is None and c]
+            row_label = " · ".join(text_cells) or f"row {r + 1}"
             if rows and not re.search(rows, row_label):
                 continue
-            for c, cell in enumerate(row[len(label_cells) :], start=len(label_cells)):
+            lead = " · ".join(c for c in row[: next((i for i, k in enumerate(kinds) if k), 0)])
+            for c, (cell, fig) in enumerate(zip(row, kinds, strict=True)):
                 head = table.header[c] if c < len(table.header) else f"column {c + 1}"
-                if columns and not re.search(columns, head):
+                if fig is None or (columns and not re.search(columns, head)):
                     continue
-                fig = leading_figure(cell)
-                if fig is not None:
-                    prefix = f"{table.heading}: " if table.heading else ""
-                    out[(t, r, c)] = (f"{prefix}{row_label} — {head}", *fig)
+                if (lead, head, cell) in seen:  # one measurement shown beside several peers
+                    continue
+                seen.add((lead, head, cell))
+                prefix = f"{table.heading}: " if table.heading else ""
+                out[(t, r, c)] = (f"{prefix}{row_label} — {head}", *fig)
     return out
 
 

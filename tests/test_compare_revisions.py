@@ -49,6 +49,8 @@ REPORT = """# Title
         ("answer correct", None),
         ("`k = 5`", None),
         ("", None),
+        ("1 of 2000 partitions: new DataFrame + read", None),
+        ("12.7 M values/s", (12.7, "M")),
     ],
 )
 def test_leading_figure(cell, expected):
@@ -60,7 +62,7 @@ def test_figures_are_keyed_by_position_and_labelled_by_text():
     assert got[(0, 0, 1)] == ("plan() latency: `k = 5` — 1 version (ms)", 10.0, "")
     assert got[(0, 1, 2)] == ("plan() latency: `(no filter)` — 3 versions (ms)", 151.3, "")
     assert got[(1, 0, 2)] == (
-        "plan() latency: write SF1 · ours — Time: best (median, n)",
+        "plan() latency: write SF1 · ours · answer correct — Time: best (median, n)",
         4690.0,
         "ms",
     )
@@ -68,6 +70,23 @@ def test_figures_are_keyed_by_position_and_labelled_by_text():
     assert got[(1, 1, 3)][1:] == (0.33, "M")
     only = cr.figures(REPORT, r"^Time", r"ours")
     assert list(only) == [(1, 0, 2)]
+
+
+def test_a_measurement_shown_beside_several_peers_counts_once():
+    report = (
+        "| Measurement | ours | Compared with | theirs |\n|---|---|---|---|\n"
+        "| write | 3.1 s | Parquet | 5.2 s |\n"
+        "| write | 3.1 s | counting sink | 1.5 s |\n"
+        "| 1 of 2000 partitions: read | 0.23 s | discovery | 8.5 s |\n"
+    )
+    got = {label: value for label, value, _ in cr.figures(report, None, None).values()}
+    assert got == {
+        "write · Parquet — ours": 3100.0,
+        "write · Parquet — theirs": 5200.0,
+        "write · counting sink — theirs": 1500.0,
+        "1 of 2000 partitions: read · discovery — ours": 230.0,
+        "1 of 2000 partitions: read · discovery — theirs": 8500.0,
+    }
 
 
 def _side(name, reports):
