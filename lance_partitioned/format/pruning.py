@@ -58,7 +58,11 @@ from lance_partitioned.format.expressions import (
 from lance_partitioned.format.filters.visitor import FilterVisitor, conjuncts, to_nnf, visit
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.format.time_ranges import hierarchy_chain, hierarchy_implies
+from lance_partitioned.format.time_ranges import (
+    hierarchy_chain,
+    hierarchy_implies,
+    hierarchy_may_imply,
+)
 from lance_partitioned.format.transform_base import MAX_IN_VALUES, sort_key
 
 # -- projection ---------------------------------------------------------------
@@ -289,33 +293,6 @@ def _lexicographic(cols: Sequence[Ref], values: Sequence[Any], lower: bool, stri
 # -- per-leaf residual filters ------------------------------------------------
 
 
-def _implied(
-    p: Expr, fields: list[PartitionField], values: dict[str, Any], src_type: pa.DataType
-) -> bool:
-    """True when every row of a partition with these values satisfies ``p``.
-
-    The first field whose transform can answer alone does (identity: the value
-    itself; any field: a non-NULL value means a non-NULL source); otherwise the
-    calendar fields answer together."""
-    for f in fields:
-        verdict = f.function.strict_project(p, values[f.field_id], src_type)
-        if verdict is not None:
-            return verdict
-    return hierarchy_implies(p, fields, values, src_type)
-
-
-def residual_filter(
-    expr: Expr, spec: PartitionSpec, schema: Schema, values: dict[str, Any]
-) -> Expr | None:
-    """``expr`` without the top-level conjuncts a partition's values already guarantee.
-
-    ``expr`` must be bound and in NNF. None means every row of the partition matches.
-    """
-    parts = conjuncts(expr)
-    kept = residual_conjuncts(parts, fields_by_source(spec, schema), schema, values)
-    return and_all([parts[i] for i in kept]) if kept else None
-
-
 def fields_by_source(spec: PartitionSpec, schema: Schema) -> dict[int, list[PartitionField]]:
     """The spec's single-source fields, by the field id of their source column (fields
     whose source is no longer in ``schema`` are left out)."""
@@ -326,26 +303,97 @@ def fields_by_source(spec: PartitionSpec, schema: Schema) -> dict[int, list[Part
     return by_source
 
 
-def residual_conjuncts(
-    parts: Sequence[Expr],
-    by_source: dict[int, list[PartitionField]],
-    schema: Schema,
-    values: dict[str, Any],
-) -> tuple[int, ...]:
-    """Indices of the conjuncts ``parts`` (of a bound NNF filter) that a partition with
-    ``values`` does not guarantee: what its leaf scan still has to check.
+@dataclass(frozen=True)
+class _ImplicationCheck:
+    """One conjunct that some partition value of a spec may guarantee."""
 
-    Split from ``residual_filter`` so that a scan over many leaves can build
-    ``by_source`` once per spec and render each distinct residual once.
+    index: int  # position among the filter's conjuncts
+    pred: Expr
+    answering: tuple[PartitionField, ...]  # fields whose transform may answer alone
+    hierarchy: tuple[PartitionField, ...]  # the source's fields, when the calendar may answer
+    source_type: pa.DataType
+
+    def implied(self, values: dict[str, Any]) -> bool:
+        """True when every row of a partition with these values satisfies ``pred``.
+
+        The first field whose transform can answer alone does (identity: the value
+        itself; any field: a non-NULL value means a non-NULL source); otherwise the
+        calendar fields answer together."""
+        for f in self.answering:
+            verdict = f.function.strict_project(self.pred, values[f.field_id], self.source_type)
+            if verdict is not None:
+                return verdict
+        return bool(self.hierarchy) and hierarchy_implies(
+            self.pred, list(self.hierarchy), values, self.source_type
+        )
+
+
+class ResidualPlan:
+    """Which conjuncts of one bound NNF filter a partition of one spec still has to check.
+
+    Whether a field can guarantee a conjunct at all depends only on the spec and
+    the conjunct (a bucket never guarantees a range), so that is decided once
+    here; ``kept`` asks each leaf's values only about the conjuncts some field
+    may guarantee. When there are none, every leaf of the spec keeps every
+    conjunct: ``constant``.
     """
-    kept = []
-    for i, p in enumerate(parts):
-        source_id = _ref_id(p)
-        fields = by_source.get(source_id) if source_id is not None else None
-        if fields and _implied(p, fields, values, schema.field_by_id(source_id).type):
-            continue
-        kept.append(i)
-    return tuple(kept)
+
+    def __init__(self, parts: Sequence[Expr], spec: PartitionSpec, schema: Schema):
+        by_source = fields_by_source(spec, schema)
+        self.field_ids = tuple(f.field_id for f in spec.fields)
+        checks = []
+        for i, p in enumerate(parts):
+            source_id = _ref_id(p)
+            fields = by_source.get(source_id) if source_id is not None else None
+            if not fields:
+                continue
+            answering = tuple(f for f in fields if f.function.may_strict_project(p))
+            hierarchy = tuple(fields) if hierarchy_may_imply(p, fields) else ()
+            if answering or hierarchy:
+                src_type = schema.field_by_id(source_id).type
+                checks.append(_ImplicationCheck(i, p, answering, hierarchy, src_type))
+        self._checks = tuple(checks)
+        self._count = len(parts)
+        # every conjunct, for every leaf of this spec: no field may guarantee any
+        self.constant: tuple[int, ...] | None = None if checks else tuple(range(len(parts)))
+        # The answer depends only on the values of the fields the checks read: leaves
+        # that share them (every bucket of one month) share it.
+        read = {f.field_id for c in checks for f in (*c.answering, *c.hierarchy)}
+        self._read_positions = tuple(i for i, fid in enumerate(self.field_ids) if fid in read)
+        self._answers: dict[tuple[Any, ...], tuple[int, ...]] = {}
+
+    def kept(self, values: Sequence[Any]) -> tuple[int, ...]:
+        """Indices of the conjuncts a partition with ``values`` (in spec field order)
+        does not guarantee: what its leaf scan still has to check."""
+        if self.constant is not None:
+            return self.constant
+        key = tuple(values[i] for i in self._read_positions)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value: answer without the memo
+            return self._kept(values)
+        answer = self._answers[key] = self._kept(values)
+        return answer
+
+    def _kept(self, values: Sequence[Any]) -> tuple[int, ...]:
+        by_id = dict(zip(self.field_ids, values, strict=True))
+        dropped = {c.index for c in self._checks if c.implied(by_id)}
+        return tuple(i for i in range(self._count) if i not in dropped)
+
+
+def residual_filter(
+    expr: Expr, spec: PartitionSpec, schema: Schema, values: dict[str, Any]
+) -> Expr | None:
+    """``expr`` without the top-level conjuncts a partition's values already guarantee.
+
+    ``expr`` must be bound and in NNF; ``values`` maps each of the spec's field
+    ids to the partition's value. None means every row of the partition matches.
+    """
+    parts = conjuncts(expr)
+    kept = ResidualPlan(parts, spec, schema).kept([values[f.field_id] for f in spec.fields])
+    return and_all([parts[i] for i in kept]) if kept else None
 
 
 # -- per-spec partition predicates -------------------------------------------

@@ -41,6 +41,18 @@ def hierarchy_chain(fields: list[PartitionField]) -> list[PartitionField]:
     return chain if len(chain) >= 2 else []
 
 
+def hierarchy_may_imply(p: Expr, fields: list[PartitionField]) -> bool:
+    """False when ``hierarchy_implies(p, fields, values, t)`` is False for every ``values``
+    and type: only a range with a non-NULL bound, on a column with a ``year`` field,
+    can be guaranteed by the span of time the calendar fields name."""
+    return (
+        isinstance(p, Compare)
+        and p.literal.value is not None
+        and p.op not in ("=", "!=")
+        and any(f.function.calendar_unit == "year" for f in fields)
+    )
+
+
 def hierarchy_implies(
     p: Expr, fields: list[PartitionField], values: dict[str, Any], src_type: pa.DataType
 ) -> bool:

@@ -220,6 +220,16 @@ class Transform:
             return True if self.null_in_null_out else None
         return None
 
+    def may_strict_project(self, pred: Expr) -> bool:
+        """False when ``strict_project(pred, value, t)`` is None for *every* value and type.
+
+        Depends only on the transform and the predicate, so a scan asks it once per
+        spec and filter conjunct and skips the per-leaf question when no field of
+        the spec can answer it (a bucket never guarantees a range). Subclasses that
+        widen ``strict_project`` widen this too.
+        """
+        return isinstance(pred, IsNull) and pred.negated and self.null_in_null_out
+
     # -- storage-partitioned joins ---------------------------------------------
 
     def coarsens_to(self, other: Transform, family: TypeFamily | None = None) -> bool:

@@ -93,6 +93,12 @@ class Identity(Transform):
             return False
         return verdicts[pred.op]
 
+    def may_strict_project(self, pred):
+        """A comparison with a non-NULL literal, or what every transform answers."""
+        return (
+            isinstance(pred, Compare) and pred.literal.value is not None
+        ) or super().may_strict_project(pred)
+
 
 @dataclass(frozen=True)
 class TimeTransform(Transform):

@@ -7,6 +7,7 @@ filter, which makes the result exact.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +30,7 @@ from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import to_lance_sql, to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.filters.visitor import conjuncts, referenced_columns, to_nnf
-from lance_partitioned.format.pruning import (
-    fields_by_source,
-    partition_predicates,
-    residual_conjuncts,
-)
+from lance_partitioned.format.pruning import ResidualPlan, partition_predicates
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.filter_check import check_filter
 from lance_partitioned.operations.leaf_schema import ReadMapping
@@ -173,7 +170,7 @@ class Scan:
         self.columns = columns
         self.batch_size = batch_size
         self._leaf_filters: dict[str, str | None] = {}
-        self._by_source: dict[int, dict[int, list[Any]]] = {}
+        self._residual_plans: dict[int, ResidualPlan] = {}
         self._rendered: dict[tuple[int, ...], str | None] = {}
         self.manifest_sql = partitions_matching(
             partition_predicates(self.expr, snapshot.specs, snapshot.schema)
@@ -201,24 +198,31 @@ class Scan:
         """
         if self.expr is None:
             return None
+        plan = self._residual_plans.get(leaf.spec_id)
+        if plan is None:
+            spec = self.snapshot.specs[leaf.spec_id]
+            plan = self._residual_plans[leaf.spec_id] = ResidualPlan(
+                self._parts, spec, self.snapshot.schema
+            )
+        if plan.constant is not None:  # no partition value of this spec guarantees anything
+            return self._render(plan.constant)
         try:
             return self._leaf_filters[leaf.object_id]
         except KeyError:
             pass
-        spec = self.snapshot.specs[leaf.spec_id]
-        values = dict(zip((f.field_id for f in spec.fields), leaf.values, strict=True))
-        by_source = self._by_source.get(leaf.spec_id)
-        if by_source is None:
-            by_source = self._by_source[leaf.spec_id] = fields_by_source(spec, self.snapshot.schema)
-        kept = residual_conjuncts(self._parts, by_source, self.snapshot.schema, values)
-        # Many leaves keep the same conjuncts (a bucket field implies no range): render
-        # each distinct residual once. Threads reading leaves may race here; both
-        # compute the same text.
-        if kept not in self._rendered:
-            parts = [self._parts[i] for i in kept]
-            self._rendered[kept] = to_lance_sql(and_all(parts)) if parts else None
-        sql = self._leaf_filters[leaf.object_id] = self._rendered[kept]
+        sql = self._leaf_filters[leaf.object_id] = self._render(plan.kept(leaf.values))
         return sql
+
+    def _render(self, kept: tuple[int, ...]) -> str | None:
+        """The Lance SQL of the conjuncts ``kept`` (None: none). Many leaves keep the
+        same conjuncts, so each distinct residual is rendered once. Threads reading
+        leaves may race here; both compute the same text."""
+        try:
+            return self._rendered[kept]
+        except KeyError:
+            parts = [self._parts[i] for i in kept]
+            sql = self._rendered[kept] = to_lance_sql(and_all(parts)) if parts else None
+            return sql
 
     @cached_property
     def _parts(self) -> list[Expr]:
@@ -231,22 +235,39 @@ class Scan:
     def plan(self) -> list[ScanTask]:
         """The selected leaf tables, in manifest order, each with its residual filter."""
         names = {
-            sid: [f.field_id for f in spec.fields] for sid, spec in self.snapshot.specs.items()
+            sid: tuple(f.field_id for f in spec.fields) for sid, spec in self.snapshot.specs.items()
         }
         root = self.snapshot.manifest.root.rstrip("/") + "/"
+        leaves = self.leaves
+        residuals = (
+            map(self.leaf_filter, leaves) if self.expr is not None else itertools.repeat(None)
+        )
+        # A plan can hold tens of thousands of tasks: unpack each Leaf once and build
+        # the tuple directly rather than through keyword-checking constructors.
+        make = ScanTask._make
         return [
-            ScanTask(
-                leaf.object_id,
-                leaf.location,
-                root + leaf.location,
-                leaf.read_version,
-                leaf.read_branch,
-                leaf.read_tag,
-                leaf.spec_id,
-                dict(zip(names[leaf.spec_id], leaf.values, strict=True)),
-                self.leaf_filter(leaf),
+            make(
+                (
+                    object_id,
+                    location,
+                    root + location,
+                    read_version,
+                    read_branch,
+                    read_tag,
+                    spec_id,
+                    dict(zip(names[spec_id], values, strict=True)),
+                    residual,
+                )
             )
-            for leaf in self.leaves
+            for (
+                object_id,
+                location,
+                spec_id,
+                values,
+                read_version,
+                read_branch,
+                read_tag,
+            ), residual in zip(leaves, residuals, strict=False)  # repeat() is endless
         ]
 
     # -- reading ------------------------------------------------------------

@@ -21,7 +21,7 @@ import pyarrow as pa
 from lance_partitioned.catalog.layout import spec_namespace
 from lance_partitioned.catalog.mirror import format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import ColumnNotFoundError, SchemaError
+from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.types import TypeFamily, join_key_family
 from lance_partitioned.operations.join.compatibility import (
@@ -38,6 +38,7 @@ from lance_partitioned.operations.join.execution import (
     OutputColumn,
     SideReader,
 )
+from lance_partitioned.operations.join.output import output_columns
 from lance_partitioned.operations.join.sides import (
     Side,
     SideLike,
@@ -238,71 +239,6 @@ def _count_rows(side_plan: SidePlan) -> None:
     side_plan.rows = {lf.object_id: n for lf, n in zip(side_plan.leaves, counts, strict=True)}
 
 
-def _output_columns(
-    how: str,
-    on: Sequence[tuple[str, str]],
-    left: SidePlan,
-    right: SidePlan,
-    key_types: Sequence[pa.DataType | None],
-    suffixes: tuple[str, str] | None,
-) -> tuple[OutputColumn, ...]:
-    """Spark's ``df.join`` layout: same-named keys once and first (USING), then the left
-    columns, then the right ones (none for semi/anti)."""
-    left_fields = {f.name: f for f in left.arrow_schema}
-    right_fields = {f.name: f for f in right.arrow_schema}
-    left_null = how in ("right", "full")
-    right_null = how in ("left", "full")
-    using = [(a, b, t) for (a, b), t in zip(on, key_types, strict=True) if a == b]
-    using_names = {a for a, _, _ in using}
-    out: list[OutputColumn] = []
-    for a, _, t in using:
-        if how == "right":
-            out.append(
-                OutputColumn(a, "right", None, a, right_fields[a].type, right_fields[a].nullable)
-            )
-        elif how == "full":
-            typ = t if t is not None else left_fields[a].type
-            out.append(
-                OutputColumn(
-                    a, "coalesce", a, a, typ, left_fields[a].nullable or right_fields[a].nullable
-                )
-            )
-        else:
-            out.append(
-                OutputColumn(a, "left", a, None, left_fields[a].type, left_fields[a].nullable)
-            )
-    left_columns = [c for c in left.columns if c not in using_names]
-    right_columns = (
-        [] if how in ("semi", "anti") else [c for c in right.columns if c not in using_names]
-    )
-    clash = set(left_columns) & set(right_columns) | (set(right_columns) & using_names)
-    if clash and not suffixes:
-        raise SchemaError(
-            f"columns {sorted(clash)} exist on both sides; project them away with "
-            "Side(columns=...) or pass suffixes=('_l', '_r')"
-        )
-    left_suffix, right_suffix = suffixes or ("", "")
-    for c in left_columns:
-        name = c + left_suffix if c in clash else c
-        out.append(
-            OutputColumn(
-                name, "left", c, None, left_fields[c].type, left_fields[c].nullable or left_null
-            )
-        )
-    for c in right_columns:
-        name = c + right_suffix if c in clash else c
-        out.append(
-            OutputColumn(
-                name, "right", None, c, right_fields[c].type, right_fields[c].nullable or right_null
-            )
-        )
-    names = [c.name for c in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise SchemaError(f"output columns {dup} would appear twice; choose other suffixes")
-    return tuple(out)
-
-
 # A spec version's way to compute each group key component: per component, the
 # position of the partition field in ``Leaf.values`` and the function of its value
 # (None: the spec version cannot compute the group key).
@@ -454,7 +390,14 @@ def plan_join(
         join_key_family(t) if common is not None else None
         for t, common in zip(left_types, key_types, strict=True)
     ]
-    output = _output_columns(how, pairs, left_plan, right_plan, key_types, suffixes)
+    output = output_columns(
+        how,
+        pairs,
+        (left_plan.arrow_schema, left_plan.columns),
+        (right_plan.arrow_schema, right_plan.columns),
+        key_types,
+        suffixes,
+    )
     if estimate_rows:
         _count_rows(left_plan)
         _count_rows(right_plan)
