@@ -154,7 +154,9 @@ class Proxy:
     ``counts()``: requests by kind (``request_kind``) since the last ``reset()``;
     ``log`` holds every ``(kind, method, target)``.
     ``strip_conditional``: drops ``If-None-Match`` / ``If-Match`` from requests, so the
-    server behaves like a store that ignores conditional writes. ``drop_puts_after``:
+    server behaves like a store that ignores conditional writes. ``before``: called with
+    ``(method, target)`` before each request is forwarded (a test runs a competing
+    request there, to force an interleaving). ``drop_puts_after``:
     once that many PUTs passed, every further PUT gets its connection closed without an
     answer (a network failure in the middle of a write).
     """
@@ -162,6 +164,7 @@ class Proxy:
     def __init__(self, upstream: MotoServer, strip_conditional: bool = False):
         self.strip_conditional = strip_conditional
         self.drop_puts_after: int | None = None
+        self.before: Any = None  # Callable[[str, str], None] | None
         self.puts = 0
         self.requests: dict[str, int] = {}  # by HTTP method
         self.log: list[tuple[str, str, str]] = []
@@ -198,6 +201,8 @@ class Proxy:
                         and proxy.drop_puts_after is not None
                         and proxy.puts > proxy.drop_puts_after
                     )
+                if proxy.before is not None:
+                    proxy.before(self.command, self.path)
                 if drop:
                     self.close_connection = True
                     self.connection.shutdown(2)

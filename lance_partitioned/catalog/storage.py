@@ -362,6 +362,54 @@ class Storage:
     def write_json(self, uri: str, content: Any, durable: bool = True) -> None:
         self.write_bytes(uri, json.dumps(content, separators=(",", ":")).encode(), durable)
 
+    # -- compare-and-swap (object stores with conditional requests) ------------
+    @property
+    def can_compare_and_swap(self) -> bool:
+        """Whether ``put_if`` / ``read_tagged`` work here: ``s3://`` with static credentials
+        (whether the server honours ``If-Match`` is ``commit_safety.if_match_honoured``)."""
+        from lance_partitioned.catalog import s3_http
+
+        return s3_http.client(self) is not None
+
+    def read_tagged(self, uri: str) -> tuple[bytes, str, dt.datetime | None] | None:
+        """``(content, ETag, modification time)`` of ``uri`` from one GET; None when missing.
+
+        ``s3://`` only (``can_compare_and_swap``)."""
+        from lance_partitioned.catalog import s3_http
+
+        client = s3_http.client(self)
+        if client is None:
+            raise StorageError(f"{uri}: no conditional requests on this store")
+        resp = self._call(uri, lambda: client.request("GET", self.authority, self._key(uri)))
+        if resp.status == 404:
+            return None
+        if resp.status >= 300 or resp.etag is None:
+            raise self._error(uri, OSError(f"HTTP {resp.status} reading {uri}"))
+        return resp.body, resp.etag, resp.last_modified
+
+    def put_if(self, uri: str, data: bytes, etag: str | None) -> str | None:
+        """Write ``uri`` only if it is as expected: absent (``etag`` None: ``If-None-Match: *``)
+        or still the version ``etag`` names (``If-Match``). One PUT, atomic on the server.
+
+        Returns the new ETag; None when the precondition failed (the object was changed,
+        created or removed by someone else), in which case nothing was written.
+        ``s3://`` only (``can_compare_and_swap``).
+        """
+        from lance_partitioned.catalog import s3_http
+
+        client = s3_http.client(self)
+        if client is None:
+            raise StorageError(f"{uri}: no conditional requests on this store")
+        cond = {"if-none-match": "*"} if etag is None else {"if-match": etag}
+        resp = self._call(
+            uri, lambda: client.request("PUT", self.authority, self._key(uri), data, cond)
+        )
+        if resp.status in (404, 409, 412):  # 404: If-Match on an object that is gone
+            return None
+        if resp.status >= 300:
+            raise self._error(uri, OSError(f"HTTP {resp.status} writing {uri}"))
+        return resp.etag or ""
+
     def touch(self, uri: str) -> bool:
         """Set ``uri``'s modification time to now; False when it does not exist.
 
