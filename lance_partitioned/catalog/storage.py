@@ -53,6 +53,8 @@ STORAGE_KEYS = {
     "connect_timeout": ("connect_timeout",),
     "account_name": ("azure_storage_account_name", "account_name"),
     "account_key": ("azure_storage_account_key", "account_key", "access_key"),
+    "azure_endpoint": ("azure_storage_endpoint", "azure_endpoint", "endpoint"),
+    "use_emulator": ("azure_storage_use_emulator", "use_emulator"),
 }
 # Values of these keys are secrets: never shown (``redact``).
 SECRET_KEYS = frozenset(
@@ -76,6 +78,12 @@ SECRET_KEYS = frozenset(
 )
 # Our own options (never passed on to Lance).
 TRUST_CONDITIONAL_PUT = "lp_trust_conditional_put"
+
+# Azurite's well-known development account (published by Microsoft; not a secret)
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
 REQUEST_TIMEOUT_S = 30.0
@@ -223,10 +231,41 @@ class Storage:
             )
         if self.scheme == "gs":
             return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=request))
-        return pafs.AzureFileSystem(  # az://
-            account_name=_option(options, "account_name", ("AZURE_STORAGE_ACCOUNT_NAME",)) or "",
-            account_key=_option(options, "account_key", ("AZURE_STORAGE_ACCOUNT_KEY",)),
-        )
+        return self._azure(options)
+
+    def _azure(self, options: Mapping[str, str]) -> pafs.FileSystem:
+        """``az://``: the account, key and endpoint Lance's Azure store is given.
+
+        An ``azure_storage_endpoint`` (``http(s)://host:port/<account>``, e.g. Azurite)
+        or ``azure_storage_use_emulator`` (Lance's default: ``AZURITE_BLOB_STORAGE_URL``
+        or ``http://127.0.0.1:10000``, account ``devstoreaccount1`` and the emulator's
+        published key) point both at the same service.
+        """
+        name = _option(options, "account_name", ("AZURE_STORAGE_ACCOUNT_NAME",))
+        key = _option(options, "account_key", ("AZURE_STORAGE_ACCOUNT_KEY",))
+        endpoint = _option(options, "azure_endpoint", ("AZURE_STORAGE_ENDPOINT",))
+        emulator = _truthy(_option(options, "use_emulator", ("AZURE_STORAGE_USE_EMULATOR",)))
+        if emulator and not endpoint:
+            endpoint = os.environ.get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000"
+            name = name or AZURITE_ACCOUNT
+            key = key or AZURITE_KEY
+        extra: dict[str, str] = {}
+        if endpoint:
+            parts = urlsplit(endpoint)
+            if parts.scheme == "http" and not (
+                emulator or _truthy(_option(options, "allow_http", ("AZURE_ALLOW_HTTP",)))
+            ):
+                raise StorageError(
+                    f"the endpoint {endpoint} is plain http: pass allow_http='true' in "
+                    "storage_options to allow it"
+                )
+            extra = {
+                "blob_storage_authority": parts.netloc,
+                "dfs_storage_authority": parts.netloc,
+                "blob_storage_scheme": parts.scheme or "https",
+                "dfs_storage_scheme": parts.scheme or "https",
+            }
+        return pafs.AzureFileSystem(account_name=name or "", account_key=key, **extra)
 
     # -- naming ---------------------------------------------------------------
     @staticmethod
