@@ -152,7 +152,7 @@ class Proxy:
     """A small HTTP proxy on 127.0.0.1 in front of an S3 server, in this process.
 
     ``counts()``: requests by kind (``request_kind``) since the last ``reset()``;
-    ``log`` holds every ``(kind, method, target)``.
+    ``log`` holds every ``(kind, method, target)``, ``ranges`` every GET's ``(target, Range)``.
     ``strip_conditional``: drops ``If-None-Match`` / ``If-Match`` from requests, so the
     server behaves like a store that ignores conditional writes. ``before``: called with
     ``(method, target)`` before each request is forwarded (a test runs a competing
@@ -168,6 +168,7 @@ class Proxy:
         self.puts = 0
         self.requests: dict[str, int] = {}  # by HTTP method
         self.log: list[tuple[str, str, str]] = []
+        self.ranges: list[tuple[str, str | None]] = []  # (target, Range header) of each GET
         self._lock = threading.Lock()
         proxy = self
         up_host, up_port = "127.0.0.1", upstream.port
@@ -194,6 +195,8 @@ class Proxy:
                     proxy.log.append(
                         (request_kind(self.command, self.path), self.command, self.path)
                     )
+                    if self.command == "GET":
+                        proxy.ranges.append((self.path, self.headers.get("Range")))
                     if self.command == "PUT":
                         proxy.puts += 1
                     drop = (
@@ -249,6 +252,7 @@ class Proxy:
         """Forget the requests counted so far."""
         with self._lock:
             self.log.clear()
+            self.ranges.clear()
             self.requests.clear()
 
     def counts(self) -> Counter[str]:
