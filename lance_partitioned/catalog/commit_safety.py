@@ -21,7 +21,7 @@ manifest silently replaces the earlier: a lost update.
   ``storage_options`` skips the probe (for a store known to be safe whose
   credentials the probe cannot use, e.g. an instance profile).
 
-The probe signs its requests itself (``catalog.s3_http``): neither Lance nor
+The probe signs its requests itself (``catalog.s3_http``, ``Storage.s3_client``): neither Lance nor
 ``pyarrow.fs`` can send ``If-None-Match``. It also sends a PUT with a stale
 ``If-Match``, which must be refused too: the leases' compare-and-swap
 (``Storage.put_if``) uses it where it is honoured (``if_match_honoured``).
@@ -33,7 +33,6 @@ import threading
 import uuid
 from urllib.parse import urlsplit
 
-from lance_partitioned.catalog import s3_http
 from lance_partitioned.catalog import storage as st
 from lance_partitioned.errors import StorageError, UnsafeStoreError
 
@@ -84,7 +83,7 @@ def if_match_honoured(storage: st.Storage) -> bool:
 
 def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
     opts = storage.options
-    signer = s3_http.client(storage)
+    signer = storage.s3_client()
     if signer is None:
         raise UnsafeStoreError(
             f"{root}: cannot tell whether the S3 endpoint {endpoint} honours conditional writes "

@@ -4,12 +4,12 @@ Neither Lance nor ``pyarrow.fs`` exposes ``If-None-Match`` / ``If-Match`` on a
 write, and two things need them: the conditional-write check of
 ``catalog.commit_safety`` and compare-and-swap on small objects
 (``Storage.put_if``, used by the writers' leases). This module sends exactly one
-HTTP request per call, to the endpoint and with the credentials of the
+HTTP request per call; ``Storage.s3_client()`` builds the client from the
 ``storage_options`` (or the standard ``AWS_*`` environment variables).
 
 Static credentials are required (an access key and secret, optionally a session
-token): ``client`` returns None without them (e.g. an instance profile), and
-callers fall back to what works without conditional requests.
+token): without them (e.g. an instance profile) there is no client, and callers
+fall back to what works without conditional requests.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import http.client
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
-
-from lance_partitioned.catalog import storage as st
 
 
 @dataclass(frozen=True)
@@ -53,14 +51,14 @@ class Client:
     """Signed requests to one S3 endpoint (path-style unless ``virtual_hosted``)."""
 
     def __init__(self, endpoint: str, region: str, access: str, secret: str, token: str | None,
-                 opts: Mapping[str, str]):  # fmt: skip
+                 virtual_hosted: bool, timeout: float):  # fmt: skip
         parts = urlsplit(endpoint)
         self.https = parts.scheme != "http"
         self.netloc = parts.netloc
         self.prefix = parts.path.rstrip("/")
-        self.virtual = st._truthy(st._option(opts, "virtual_hosted"))
+        self.virtual = virtual_hosted
         self.region, self.access, self.secret, self.token = region, access, secret, token
-        self.timeout = st._seconds(st._option(opts, "timeout"), st.REQUEST_TIMEOUT_S)
+        self.timeout = timeout
 
     def request(
         self,
@@ -126,17 +124,4 @@ class Client:
         return self.request("PUT", bucket, key, body, {"if-none-match": "*"}).status
 
 
-def client(storage: st.Storage) -> Client | None:
-    """A client for ``storage`` (an ``s3://`` store), or None without static credentials."""
-    opts = storage.options
-    access = st._option(opts, "access_key", ("AWS_ACCESS_KEY_ID",))
-    secret = st._option(opts, "secret_key", ("AWS_SECRET_ACCESS_KEY",))
-    if storage.scheme != "s3" or not access or not secret:
-        return None
-    token = st._option(opts, "session_token", ("AWS_SESSION_TOKEN",))
-    region = st._option(opts, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")) or "us-east-1"
-    endpoint = storage.endpoint or f"https://s3.{region}.amazonaws.com"
-    return Client(endpoint, region, access, secret, token, opts)
-
-
-__all__ = ["Client", "Response", "client"]
+__all__ = ["Client", "Response"]

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from lance_partitioned.catalog import s3_http
 from lance_partitioned.errors import StorageError
 
 # Lance storage option keys (object_store's names, case-insensitive) this layer reads.
@@ -406,17 +407,32 @@ class Storage:
     def can_compare_and_swap(self) -> bool:
         """Whether ``put_if`` / ``read_tagged`` work here: ``s3://`` with static credentials
         (whether the server honours ``If-Match`` is ``commit_safety.if_match_honoured``)."""
-        from lance_partitioned.catalog import s3_http
+        return self.s3_client() is not None
 
-        return s3_http.client(self) is not None
+    def s3_client(self) -> s3_http.Client | None:
+        """Signed plain requests to this ``s3://`` store (``catalog.s3_http``); None for
+        other schemes or without static credentials."""
+        opts = self.options
+        access = _option(opts, "access_key", ("AWS_ACCESS_KEY_ID",))
+        secret = _option(opts, "secret_key", ("AWS_SECRET_ACCESS_KEY",))
+        if self.scheme != "s3" or not access or not secret:
+            return None
+        region = _option(opts, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")) or "us-east-1"
+        return s3_http.Client(
+            self.endpoint or f"https://s3.{region}.amazonaws.com",
+            region,
+            access,
+            secret,
+            _option(opts, "session_token", ("AWS_SESSION_TOKEN",)),
+            _truthy(_option(opts, "virtual_hosted")),
+            _seconds(_option(opts, "timeout"), REQUEST_TIMEOUT_S),
+        )
 
     def read_tagged(self, uri: str) -> tuple[bytes, str, dt.datetime | None] | None:
         """``(content, ETag, modification time)`` of ``uri`` from one GET; None when missing.
 
         ``s3://`` only (``can_compare_and_swap``)."""
-        from lance_partitioned.catalog import s3_http
-
-        client = s3_http.client(self)
+        client = self.s3_client()
         if client is None:
             raise StorageError(f"{uri}: no conditional requests on this store")
         resp = self._call(uri, lambda: client.request("GET", self.authority, self._key(uri)))
@@ -434,9 +450,7 @@ class Storage:
         created or removed by someone else), in which case nothing was written.
         ``s3://`` only (``can_compare_and_swap``).
         """
-        from lance_partitioned.catalog import s3_http
-
-        client = s3_http.client(self)
+        client = self.s3_client()
         if client is None:
             raise StorageError(f"{uri}: no conditional requests on this store")
         cond = {"if-none-match": "*"} if etag is None else {"if-match": etag}
