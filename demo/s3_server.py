@@ -152,9 +152,11 @@ class Proxy:
     """A small HTTP proxy on 127.0.0.1 in front of an S3 server, in this process.
 
     ``counts()``: requests by kind (``request_kind``) since the last ``reset()``;
-    ``log`` holds every ``(kind, method, target)``.
+    ``log`` holds every ``(kind, method, target)``, ``ranges`` every GET's ``(target, Range)``.
     ``strip_conditional``: drops ``If-None-Match`` / ``If-Match`` from requests, so the
-    server behaves like a store that ignores conditional writes. ``drop_puts_after``:
+    server behaves like a store that ignores conditional writes. ``before``: called with
+    ``(method, target)`` before each request is forwarded (a test runs a competing
+    request there, to force an interleaving). ``drop_puts_after``:
     once that many PUTs passed, every further PUT gets its connection closed without an
     answer (a network failure in the middle of a write).
     """
@@ -162,9 +164,11 @@ class Proxy:
     def __init__(self, upstream: MotoServer, strip_conditional: bool = False):
         self.strip_conditional = strip_conditional
         self.drop_puts_after: int | None = None
+        self.before: Any = None  # Callable[[str, str], None] | None
         self.puts = 0
         self.requests: dict[str, int] = {}  # by HTTP method
         self.log: list[tuple[str, str, str]] = []
+        self.ranges: list[tuple[str, str | None]] = []  # (target, Range header) of each GET
         self._lock = threading.Lock()
         proxy = self
         up_host, up_port = "127.0.0.1", upstream.port
@@ -191,6 +195,8 @@ class Proxy:
                     proxy.log.append(
                         (request_kind(self.command, self.path), self.command, self.path)
                     )
+                    if self.command == "GET":
+                        proxy.ranges.append((self.path, self.headers.get("Range")))
                     if self.command == "PUT":
                         proxy.puts += 1
                     drop = (
@@ -198,6 +204,8 @@ class Proxy:
                         and proxy.drop_puts_after is not None
                         and proxy.puts > proxy.drop_puts_after
                     )
+                if proxy.before is not None:
+                    proxy.before(self.command, self.path)
                 if drop:
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -244,6 +252,7 @@ class Proxy:
         """Forget the requests counted so far."""
         with self._lock:
             self.log.clear()
+            self.ranges.clear()
             self.requests.clear()
 
     def counts(self) -> Counter[str]:

@@ -3,8 +3,10 @@ and the storage the core suites run on: local disk and a real S3-compatible serv
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
@@ -88,13 +90,12 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture(params=["local", "s3"])
-def store(request, tmp_path):
-    """Where a test's namespaces live: ``local`` (tmp_path) or ``s3`` (a fresh bucket on the
-    moto server). On S3 the credentials and endpoint come from the standard AWS environment
-    variables, so ``lp.open(root)`` and worker processes need no storage_options."""
-    if request.param == "local":
-        yield Store("local", str(tmp_path))
+@contextlib.contextmanager
+def _store(request, kind: str, local_base: str) -> Iterator[Store]:
+    """A ``Store`` of ``kind``; on S3 a fresh bucket, with the standard AWS environment
+    variables set for as long as it is used (worker processes inherit them)."""
+    if kind == "local":
+        yield Store("local", local_base)
         return
     server = request.getfixturevalue("s3_server")
     with pytest.MonkeyPatch.context() as env:  # its own: a test's monkeypatch.undo() keeps it
@@ -103,6 +104,37 @@ def store(request, tmp_path):
         yield Store("s3", f"s3://{server.new_bucket()}", server)
 
 
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path):
+    """Where a test's namespaces live: ``local`` (tmp_path) or ``s3`` (a fresh bucket on the
+    moto server). On S3 the credentials and endpoint come from the standard AWS environment
+    variables, so ``lp.open(root)`` and worker processes need no storage_options."""
+    with _store(request, request.param, str(tmp_path)) as found:
+        yield found
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def module_store(request, tmp_path_factory):
+    """``store`` for module-scoped fixtures (e.g. crash runs that start every worker at once
+    and share them across the module's tests): the same two stores, one per module run."""
+    with _store(request, request.param, str(tmp_path_factory.mktemp("store"))) as found:
+        yield found
+
+
 # The S3 set proves the storage path, not the logic above it: a test of storage-independent
 # logic (argument checks, pruning, types, evolution rules) runs on local disk only.
 local_only = pytest.mark.parametrize("store", ["local"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def azurite():
+    """Azurite's blob service on a free 127.0.0.1 port for the whole run (installed from npm
+    into .cache/azurite on first use); skipped when node/npm or the package are unavailable."""
+    from azure_support import Azurite, Unavailable
+
+    try:
+        server = Azurite()
+    except Unavailable as exc:
+        pytest.skip(f"Azure Blob emulator unavailable: {exc}")
+    yield server
+    server.stop()

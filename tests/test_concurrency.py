@@ -115,8 +115,9 @@ def test_concurrent_writers_and_readers(tmp_path, store):
 
 
 @pytest.fixture
-def base_ns(tmp_path):
-    root = str(tmp_path / "ns")
+def base_ns(tmp_path, store):
+    """A namespace on local disk or the S3 server (``store``); pause files stay local."""
+    root = store.root("ns")
     ns = lp.create(root, SCHEMA, SPEC)
     ns.append(rows("b0", [0, 1, 2, 3, 4], 3, 0))
     return root, str(tmp_path)

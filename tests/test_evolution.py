@@ -289,7 +289,8 @@ def test_rewrite_old_partitions_into_the_current_spec(appendix_d):
     assert ns.plan("event_date = '2025-12-10' AND country = 'US'")[0].spec_id == 2
 
 
-def test_pruning_and_residuals_follow_source_field_ids_after_renames(tmp_path):
+@local_only  # pruning and residual logic: the same on every store
+def test_pruning_and_residuals_follow_source_field_ids_after_renames(store):
     """Partition fields are matched to filter columns by source field id, not by name.
 
     ``country`` and ``d`` are renamed (``nation``, ``day``) and new columns take the
@@ -302,7 +303,7 @@ def test_pruning_and_residuals_follow_source_field_ids_after_renames(tmp_path):
     schema = pa.schema(
         [pa.field("id", pa.int64()), pa.field("country", pa.string()), pa.field("d", pa.date32())]
     )
-    ns = lp.create(str(tmp_path / "ns"), schema, "country, year(d), month(d)")
+    ns = lp.create(store.root("ns"), schema, "country, year(d), month(d)")
     first = [
         (0, "US", D(2025, 1, 15)),
         (1, "US", D(2025, 3, 10)),

@@ -21,24 +21,23 @@ manifest silently replaces the earlier: a lost update.
   ``storage_options`` skips the probe (for a store known to be safe whose
   credentials the probe cannot use, e.g. an instance profile).
 
-The probe signs its two requests itself (AWS Signature V4, below): neither
-Lance nor ``pyarrow.fs`` can send ``If-None-Match``.
+The probe signs its requests itself (``catalog.s3_http``, ``Storage.s3_client``): neither Lance nor
+``pyarrow.fs`` can send ``If-None-Match``. It also sends a PUT with a stale
+``If-Match``, which must be refused too: the leases' compare-and-swap
+(``Storage.put_if``) uses it where it is honoured (``if_match_honoured``).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import hmac
-import http.client
 import threading
 import uuid
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from lance_partitioned.catalog import storage as st
 from lance_partitioned.errors import StorageError, UnsafeStoreError
 
 _CHECKED: set[tuple[str, str]] = set()
+_IF_MATCH: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> If-Match honoured
 _LOCK = threading.Lock()
 
 FIX = (
@@ -69,13 +68,23 @@ def check(root: str, storage: st.Storage) -> None:
         _CHECKED.add(key)
 
 
+def if_match_honoured(storage: st.Storage) -> bool:
+    """Whether ``storage`` (an ``s3://`` store) refuses a PUT with a stale ``If-Match``, as
+    the leases' compare-and-swap needs: AWS S3 (since November 2024) yes; another endpoint
+    as ``check`` found it (False until it ran); with ``lp_trust_conditional_put``, yes."""
+    endpoint = storage.endpoint
+    if not endpoint or urlsplit(endpoint).hostname.endswith("amazonaws.com"):  # type: ignore[union-attr]
+        return True
+    if st._truthy(st.raw_option(storage.options, st.TRUST_CONDITIONAL_PUT)):
+        return True  # the user vouches for conditional writes, If-Match included
+    with _LOCK:
+        return _IF_MATCH.get((endpoint, storage.authority), False)
+
+
 def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
     opts = storage.options
-    access = st._option(opts, "access_key", ("AWS_ACCESS_KEY_ID",))
-    secret = st._option(opts, "secret_key", ("AWS_SECRET_ACCESS_KEY",))
-    token = st._option(opts, "session_token", ("AWS_SESSION_TOKEN",))
-    region = st._option(opts, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")) or "us-east-1"
-    if not access or not secret:
+    signer = storage.s3_client()
+    if signer is None:
         raise UnsafeStoreError(
             f"{root}: cannot tell whether the S3 endpoint {endpoint} honours conditional writes "
             "(If-None-Match), which Lance needs for atomic commits: the check needs static "
@@ -85,16 +94,20 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
         )
     probe = st.Storage.join(root, "__manifest", f"_lp_probe_{uuid.uuid4().hex}")
     bucket, key = storage.authority, urlsplit(probe).path.lstrip("/")
-    signer = _Signer(endpoint, region, access, secret, token, opts)
+    body = b"lance-partitioned conditional write check\n"
+    if_match = False
     try:
-        first = signer.put_if_absent(bucket, key)
+        first = signer.put_if_absent(bucket, key, body)
         if first >= 300:
             cause = "access denied: these credentials may not write" if first == 403 else ""
             raise StorageError(
                 f"{root}: {cause or 'storage error'}: the conditional-write check could not "
                 f"write {probe} (HTTP {first}); nothing was written"
             )
-        second = signer.put_if_absent(bucket, key)
+        second = signer.put_if_absent(bucket, key, body)
+        if second in (412, 409):  # and If-Match (the leases' compare-and-swap)?
+            stale = signer.request("PUT", bucket, key, body, {"if-match": '"0"'}).status
+            if_match = stale in (412, 409)
     except OSError as exc:
         if isinstance(exc, StorageError):
             raise
@@ -105,6 +118,8 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
         except Exception:  # best effort; a leftover probe object is harmless
             pass
     if second in (412, 409):
+        with _LOCK:
+            _IF_MATCH[(endpoint, storage.authority)] = if_match
         return
     if 200 <= second < 300:
         problem = "accepted a second If-None-Match: * PUT of an existing object"
@@ -117,71 +132,10 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
     )
 
 
-class _Signer:
-    """Just enough AWS Signature V4 to send the probe's conditional PUT."""
-
-    def __init__(self, endpoint, region, access, secret, token, opts):  # type: ignore[no-untyped-def]
-        parts = urlsplit(endpoint)
-        self.https = parts.scheme != "http"
-        self.netloc = parts.netloc
-        self.prefix = parts.path.rstrip("/")
-        self.virtual = st._truthy(st._option(opts, "virtual_hosted"))
-        self.region, self.access, self.secret, self.token = region, access, secret, token
-        self.timeout = st._seconds(st._option(opts, "timeout"), st.REQUEST_TIMEOUT_S)
-
-    def put_if_absent(self, bucket: str, key: str) -> int:
-        host = f"{bucket}.{self.netloc}" if self.virtual else self.netloc
-        path = f"{self.prefix}/{quote(key, safe='/-_.~')}"
-        if not self.virtual:
-            path = f"{self.prefix}/{quote(bucket)}/{quote(key, safe='/-_.~')}"
-        body = b"lance-partitioned conditional write check\n"
-        now = dt.datetime.now(dt.timezone.utc)
-        amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-        headers = {
-            "host": host,
-            "if-none-match": "*",
-            "x-amz-content-sha256": hashlib.sha256(body).hexdigest(),
-            "x-amz-date": amz_date,
-        }
-        if self.token:
-            headers["x-amz-security-token"] = self.token
-        signed = ";".join(sorted(headers))
-        canonical = "\n".join(
-            [
-                "PUT",
-                path,
-                "",
-                "".join(f"{k}:{headers[k].strip()}\n" for k in sorted(headers)),
-                signed,
-                headers["x-amz-content-sha256"],
-            ]
-        )
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = "\n".join(
-            ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-        )
-        k = hmac.new(f"AWS4{self.secret}".encode(), day.encode(), hashlib.sha256).digest()
-        for part in (self.region, "s3", "aws4_request"):
-            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={self.access}/{scope}, "
-            f"SignedHeaders={signed}, Signature={signature}"
-        )
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        conn = cls(host, timeout=self.timeout)
-        try:
-            conn.request("PUT", path, body=body, headers=headers)
-            resp = conn.getresponse()
-            resp.read()
-            return resp.status
-        finally:
-            conn.close()
-
-
 def _reset_for_tests() -> None:
     with _LOCK:
         _CHECKED.clear()
+        _IF_MATCH.clear()
 
 
-__all__ = ["FIX", "check"]
+__all__ = ["FIX", "check", "if_match_honoured"]

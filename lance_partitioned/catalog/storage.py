@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from lance_partitioned.catalog import s3_http
 from lance_partitioned.errors import StorageError
 
 # Lance storage option keys (object_store's names, case-insensitive) this layer reads.
@@ -53,6 +54,8 @@ STORAGE_KEYS = {
     "connect_timeout": ("connect_timeout",),
     "account_name": ("azure_storage_account_name", "account_name"),
     "account_key": ("azure_storage_account_key", "account_key", "access_key"),
+    "azure_endpoint": ("azure_storage_endpoint", "azure_endpoint", "endpoint"),
+    "use_emulator": ("azure_storage_use_emulator", "use_emulator"),
 }
 # Values of these keys are secrets: never shown (``redact``).
 SECRET_KEYS = frozenset(
@@ -76,6 +79,12 @@ SECRET_KEYS = frozenset(
 )
 # Our own options (never passed on to Lance).
 TRUST_CONDITIONAL_PUT = "lp_trust_conditional_put"
+
+# Azurite's well-known development account (published by Microsoft; not a secret)
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
 REQUEST_TIMEOUT_S = 30.0
@@ -223,10 +232,41 @@ class Storage:
             )
         if self.scheme == "gs":
             return pafs.GcsFileSystem(retry_time_limit=dt.timedelta(seconds=request))
-        return pafs.AzureFileSystem(  # az://
-            account_name=_option(options, "account_name", ("AZURE_STORAGE_ACCOUNT_NAME",)) or "",
-            account_key=_option(options, "account_key", ("AZURE_STORAGE_ACCOUNT_KEY",)),
-        )
+        return self._azure(options)
+
+    def _azure(self, options: Mapping[str, str]) -> pafs.FileSystem:
+        """``az://``: the account, key and endpoint Lance's Azure store is given.
+
+        An ``azure_storage_endpoint`` (``http(s)://host:port/<account>``, e.g. Azurite)
+        or ``azure_storage_use_emulator`` (Lance's default: ``AZURITE_BLOB_STORAGE_URL``
+        or ``http://127.0.0.1:10000``, account ``devstoreaccount1`` and the emulator's
+        published key) point both at the same service.
+        """
+        name = _option(options, "account_name", ("AZURE_STORAGE_ACCOUNT_NAME",))
+        key = _option(options, "account_key", ("AZURE_STORAGE_ACCOUNT_KEY",))
+        endpoint = _option(options, "azure_endpoint", ("AZURE_STORAGE_ENDPOINT",))
+        emulator = _truthy(_option(options, "use_emulator", ("AZURE_STORAGE_USE_EMULATOR",)))
+        if emulator and not endpoint:
+            endpoint = os.environ.get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000"
+            name = name or AZURITE_ACCOUNT
+            key = key or AZURITE_KEY
+        extra: dict[str, str] = {}
+        if endpoint:
+            parts = urlsplit(endpoint)
+            if parts.scheme == "http" and not (
+                emulator or _truthy(_option(options, "allow_http", ("AZURE_ALLOW_HTTP",)))
+            ):
+                raise StorageError(
+                    f"the endpoint {endpoint} is plain http: pass allow_http='true' in "
+                    "storage_options to allow it"
+                )
+            extra = {
+                "blob_storage_authority": parts.netloc,
+                "dfs_storage_authority": parts.netloc,
+                "blob_storage_scheme": parts.scheme or "https",
+                "dfs_storage_scheme": parts.scheme or "https",
+            }
+        return pafs.AzureFileSystem(account_name=name or "", account_key=key, **extra)
 
     # -- naming ---------------------------------------------------------------
     @staticmethod
@@ -361,6 +401,67 @@ class Storage:
 
     def write_json(self, uri: str, content: Any, durable: bool = True) -> None:
         self.write_bytes(uri, json.dumps(content, separators=(",", ":")).encode(), durable)
+
+    # -- compare-and-swap (object stores with conditional requests) ------------
+    @property
+    def can_compare_and_swap(self) -> bool:
+        """Whether ``put_if`` / ``read_tagged`` work here: ``s3://`` with static credentials
+        (whether the server honours ``If-Match`` is ``commit_safety.if_match_honoured``)."""
+        return self.s3_client() is not None
+
+    def s3_client(self) -> s3_http.Client | None:
+        """Signed plain requests to this ``s3://`` store (``catalog.s3_http``); None for
+        other schemes or without static credentials."""
+        opts = self.options
+        access = _option(opts, "access_key", ("AWS_ACCESS_KEY_ID",))
+        secret = _option(opts, "secret_key", ("AWS_SECRET_ACCESS_KEY",))
+        if self.scheme != "s3" or not access or not secret:
+            return None
+        region = _option(opts, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")) or "us-east-1"
+        return s3_http.Client(
+            self.endpoint or f"https://s3.{region}.amazonaws.com",
+            region,
+            access,
+            secret,
+            _option(opts, "session_token", ("AWS_SESSION_TOKEN",)),
+            _truthy(_option(opts, "virtual_hosted")),
+            _seconds(_option(opts, "timeout"), REQUEST_TIMEOUT_S),
+        )
+
+    def read_tagged(self, uri: str) -> tuple[bytes, str, dt.datetime | None] | None:
+        """``(content, ETag, modification time)`` of ``uri`` from one GET; None when missing.
+
+        ``s3://`` only (``can_compare_and_swap``)."""
+        client = self.s3_client()
+        if client is None:
+            raise StorageError(f"{uri}: no conditional requests on this store")
+        resp = self._call(uri, lambda: client.request("GET", self.authority, self._key(uri)))
+        if resp.status == 404:
+            return None
+        if resp.status >= 300 or resp.etag is None:
+            raise self._error(uri, OSError(f"HTTP {resp.status} reading {uri}"))
+        return resp.body, resp.etag, resp.last_modified
+
+    def put_if(self, uri: str, data: bytes, etag: str | None) -> str | None:
+        """Write ``uri`` only if it is as expected: absent (``etag`` None: ``If-None-Match: *``)
+        or still the version ``etag`` names (``If-Match``). One PUT, atomic on the server.
+
+        Returns the new ETag; None when the precondition failed (the object was changed,
+        created or removed by someone else), in which case nothing was written.
+        ``s3://`` only (``can_compare_and_swap``).
+        """
+        client = self.s3_client()
+        if client is None:
+            raise StorageError(f"{uri}: no conditional requests on this store")
+        cond = {"if-none-match": "*"} if etag is None else {"if-match": etag}
+        resp = self._call(
+            uri, lambda: client.request("PUT", self.authority, self._key(uri), data, cond)
+        )
+        if resp.status in (404, 409, 412):  # 404: If-Match on an object that is gone
+            return None
+        if resp.status >= 300:
+            raise self._error(uri, OSError(f"HTTP {resp.status} writing {uri}"))
+        return resp.etag or ""
 
     def touch(self, uri: str) -> bool:
         """Set ``uri``'s modification time to now; False when it does not exist.

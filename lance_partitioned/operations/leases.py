@@ -27,11 +27,24 @@ whatever ``older_than`` says.
   commit, so no maintenance run can claim the lease between the check and the
   commit without waiting ``TTL`` first.
 
-Leases live on every store (``catalog.storage``). On object stores renewal
-rewrites the object (there is no ``utime``) and a claim is a copy then a
-delete, not an atomic rename: a renewal racing a claim can recreate the lease
-after maintenance read it as dead. That needs a writer silent for ``TTL``
-renewing in the same instant (docs/TRANSACTIONS.md §12).
+Leases live on every store (``catalog.storage``); object stores have no
+``utime`` and no atomic rename, so there the lease is kept by compare-and-swap:
+
+- **S3 with conditional requests** (``Storage.put_if``; AWS S3, and any endpoint
+  whose ``If-Match`` the conditional-write check saw honoured): the lease object
+  is written with ``If-None-Match: *``; each renewal rewrites it (with a new
+  renewal time, so a new ETag) with ``If-Match: <the ETag of our last write>``;
+  a claim reads content, ETag and modification time in one GET and, if dead,
+  replaces it by a ``claimed`` tombstone with ``If-Match: <that ETag>``, then
+  deletes it. Whichever of a renewal and a claim reaches the server first wins;
+  the other's precondition fails: a renewal after a claim is refused (the writer
+  knows it lost the lease, and never recreates it), a claim after a renewal is
+  refused (the lease is honoured as live).
+- **Other object stores** (``gs://``, ``az://``, S3 without static credentials or
+  with a server that ignores ``If-Match``): renewal rewrites the object and a claim
+  is a copy then a delete. A renewal racing a claim can then recreate the lease
+  after maintenance read it as dead; that needs a writer silent for ``TTL`` that
+  renews in the same instant (docs/TRANSACTIONS.md §12).
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import json
 import logging
 import os
 import socket
@@ -48,7 +62,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lance_partitioned.catalog import sidecar
+from lance_partitioned.catalog import commit_safety, sidecar
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.storage import Storage
 from lance_partitioned.errors import CommitConflictError
@@ -100,6 +114,8 @@ class Lease:
     started: float  # epoch seconds, before the transaction wrote anything
     what: str = ""
     storage: Storage | None = field(default=None, repr=False)
+    # compare-and-swap stores: the ETag of the lease object as we last wrote it
+    etag: str | None = field(default=None, repr=False)
     _lost: bool = field(default=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -109,12 +125,31 @@ class Lease:
             return False
         assert self.storage is not None
         try:
-            if not self.storage.touch(self.path):
+            if self.etag is not None:  # compare-and-swap: only over our own last write
+                etag = self.storage.put_if(self.path, self._content(), self.etag)
+                if etag is None:
+                    self._lost = True
+                else:
+                    self.etag = etag
+            elif not self.storage.touch(self.path):
                 self._lost = True
         except OSError as exc:  # unreachable store: try again at the next renewal
             log.warning("could not renew lease %s: %s", self.path, exc)
             return True
         return not self._lost
+
+    def _content(self) -> bytes:
+        """The lease object: who holds it, since when, and when it was last renewed (which
+        makes every renewal's bytes, and so its ETag, new)."""
+        content = {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "started": self.started,
+            "what": self.what,
+            "renewed": time.time(),
+        }
+        return json.dumps(content, separators=(",", ":")).encode()
 
     def check(self) -> None:
         """Renew now; raise LeaseLostError when the lease was claimed by maintenance."""
@@ -156,18 +191,13 @@ def acquire(manifest: Manifest, what: str = "") -> Lease | None:
         what,
         manifest.storage,
     )
-    sidecar.write_json(
-        manifest.storage,
-        lease.path,
-        {
-            "id": lid,
-            "host": lease.host,
-            "pid": lease.pid,
-            "started": lease.started,
-            "what": what,
-        },
-        durable=False,  # the lease dies with the machine, as does its writer
-    )
+    if compare_and_swap(manifest):
+        lease.etag = manifest.storage.put_if(lease.path, lease._content(), None)
+        if lease.etag is None:  # a fresh random id: only a broken store says it exists
+            raise CommitConflictError(f"lease {lease.path} exists already; retry")
+    else:
+        # the lease dies with the machine, as does its writer: no fsync
+        manifest.storage.write_bytes(lease.path, lease._content(), durable=False)
     threading.Thread(
         target=lease._renew_until_released, name=f"lp-lease-{lid[:8]}", daemon=True
     ).start()
@@ -185,8 +215,21 @@ def hold(manifest: Manifest, what: str = "") -> Iterator[Lease | None]:
             lease.release()
 
 
+def compare_and_swap(manifest: Manifest) -> bool:
+    """Whether leases on ``manifest``'s store are kept by compare-and-swap (module docstring):
+    ``s3://`` with static credentials on a server that honours ``If-Match``."""
+    st = manifest.storage
+    if st.scheme != "s3" or not st.can_compare_and_swap:
+        return False
+    commit_safety.check(manifest.root, st)  # once per store: learns whether If-Match works
+    return commit_safety.if_match_honoured(st)
+
+
 def _read(storage: Storage, path: str) -> Lease | None:
-    content = sidecar.read_json(storage, path)
+    return _lease_of(path, sidecar.read_json(storage, path), storage)
+
+
+def _lease_of(path: str, content: object, storage: Storage) -> Lease | None:
     if not isinstance(content, dict):
         return None
     try:
@@ -222,6 +265,7 @@ def live(manifest: Manifest) -> list[Lease]:
     """
     st = manifest.storage
     host, out = _host(), []
+    cas = compare_and_swap(manifest)
     for entry in st.list(sidecar.path(manifest.uri, LEASE_DIR)):
         path, name = entry.uri, entry.name
         if entry.is_dir or entry.mtime is None:
@@ -231,6 +275,11 @@ def live(manifest: Manifest) -> list[Lease]:
         if not name.endswith(".json"):
             if now - renewed > TTL.total_seconds():  # old claims and stray temporary files
                 sidecar.remove(st, path)
+            continue
+        if cas:
+            found = _claim_if_dead(st, path, name, host)
+            if found is not None:
+                out.append(found)
             continue
         lease = _read(st, path)
         if lease is None:
@@ -257,6 +306,42 @@ def live(manifest: Manifest) -> list[Lease]:
         sidecar.remove(st, claimed)
         log.info("removed the dead lease of %s (pid %d on %s)", lease.what, lease.pid, lease.host)
     return out
+
+
+def _claim_if_dead(st: Storage, path: str, name: str, host: str) -> Lease | None:
+    """Compare-and-swap stores: the lease at ``path`` if live, else claim it (None).
+
+    Content, ETag and modification time come from one GET, so the decision is
+    about exactly the version the claim then replaces (``If-Match``): a renewal
+    in between makes the claim fail, and the lease is honoured.
+    """
+    got = st.read_tagged(path)
+    if got is None:
+        return None  # released meanwhile
+    data, etag, mtime = got
+    renewed, now = _epoch(mtime), time.time()
+    try:
+        content = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        content = None
+    if isinstance(content, dict) and "claimed" in content:  # a claim whose delete failed
+        sidecar.remove(st, path)
+        return None
+    lease = _lease_of(path, content, st)
+    if lease is None:  # unreadable: live until TTL old, like any lease
+        if now - renewed <= TTL.total_seconds():
+            return Lease(path, name[:-5], "", -1, renewed, storage=st)
+        sidecar.remove(st, path)
+        return None
+    if _alive(lease, renewed, now, host):
+        return lease
+    tombstone = json.dumps({"claimed": time.time(), "by": host}).encode()
+    if st.put_if(path, tombstone, etag) is None:
+        # renewed (or released) since we read it: a renewal means the writer is alive
+        return lease if st.exists(path) else None
+    sidecar.remove(st, path)
+    log.info("removed the dead lease of %s (pid %d on %s)", lease.what, lease.pid, lease.host)
+    return None
 
 
 def protected_since(manifest: Manifest) -> tuple[dt.datetime | None, int]:

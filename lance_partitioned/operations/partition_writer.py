@@ -59,6 +59,16 @@ class LeafWrite:
     # The Lance branch the leaf is published on (None: main): files go to its
     # directory and the staged version to its history (``branches.leaf_target``).
     branch: str | None = None
+    # The published version this write builds on, as opened to map its columns
+    # (``PartitionWriter._leaf_mapping``): staging commits on it instead of opening
+    # the leaf again (each open is a listing plus a read on object stores). Never
+    # pickled (Spark ships LeafWrites between processes) and never merged.
+    opened: lance.LanceDataset | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["opened"] = None
+        return state
 
     def fragment_metadata(self) -> list[FragmentMetadata]:
         """The written fragments, decoded."""
@@ -189,7 +199,7 @@ class PartitionWriter:
         self._buffer_rows: dict[tuple[Any, ...], int] = {}
         self._total_bytes = 0
         self._new_layout = namespace_layout(snapshot.schema)
-        self._mappings: dict[str, tuple[WriteMapping, str | None]] = {}
+        self._mappings: dict[str, tuple[WriteMapping, str | None, lance.LanceDataset]] = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
@@ -253,8 +263,9 @@ class PartitionWriter:
         if leaf_write.is_new:
             layout, storage_version, mode = self._new_layout, None, "create"
             table = table.cast(layout.arrow)
+            target: Any = leaf_write.files_uri(self.snapshot)
         else:
-            mapping, storage_version = self._leaf_mapping(leaf_write)
+            mapping, storage_version, target = self._leaf_mapping(leaf_write)
             layout, mode = mapping.layout, "overwrite"
             table = mapping.conform(table)
         # Files get Lance's own numbering of these columns (not checked against
@@ -262,7 +273,7 @@ class PartitionWriter:
         # change), then the fragment metadata maps them to the leaf's ids.
         frags = write_fragments(
             table,
-            leaf_write.files_uri(self.snapshot),
+            target,  # an existing leaf as opened: spares Lance opening it again
             schema=layout.arrow,
             mode=mode,
             max_rows_per_file=self.max_rows_per_file,
@@ -272,7 +283,9 @@ class PartitionWriter:
         leaf_write.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
         leaf_write.rows += table.num_rows
 
-    def _leaf_mapping(self, leaf_write: LeafWrite) -> tuple[WriteMapping, str | None]:
+    def _leaf_mapping(
+        self, leaf_write: LeafWrite
+    ) -> tuple[WriteMapping, str | None, lance.LanceDataset]:
         """An existing leaf keeps its columns and ids, plus the namespace columns it lacks."""
         hit = self._mappings.get(leaf_write.object_id)
         if hit is None:
@@ -284,8 +297,11 @@ class PartitionWriter:
             hit = (
                 WriteMapping(self.snapshot.schema, leaf, leaf_write.object_id),
                 leaf.data_storage_version,
+                leaf,
             )
             self._mappings[leaf_write.object_id] = hit
+            if leaf_write.base_version is not None:
+                leaf_write.opened = leaf
         return hit
 
     def finish(self) -> WrittenFiles:

@@ -117,6 +117,8 @@ def _stage_existing(
         staged.txn,
         opts,
         branch=target.branch,
+        # the writer's open of the published version, when it is the same one
+        opened=leaf_write.opened if target.published == leaf_write.base_version else None,
     )
 
 

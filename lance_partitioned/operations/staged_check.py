@@ -80,10 +80,16 @@ def operation_files(op: Any) -> frozenset[str] | None:
 
 
 def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
-    """Whether version ``version``'s manifest file exists (Lance's V2 or V1 naming)."""
-    names = [f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"]
-    uris = [st.join(base, "_versions", n) for n in names]
-    return len(st.missing(uris)) < len(uris)
+    """Whether version ``version``'s manifest file exists (Lance's V2 or V1 naming).
+
+    The V2 name (what pylance writes) is asked first and alone: on object stores a
+    file that is there costs one HEAD, while asking for a missing name costs a HEAD
+    and a listing (``pyarrow.fs`` checks for a directory of that name).
+    """
+    for name in (f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"):
+        if st.exists(st.join(base, "_versions", name)):
+            return True
+    return False
 
 
 def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> None:

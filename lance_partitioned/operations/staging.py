@@ -226,6 +226,7 @@ def stage_leaf(
     storage_options: dict[str, str] | None = None,
     attempts: int = STAGE_ATTEMPTS,
     branch: str | None = None,
+    opened: lance.LanceDataset | None = None,
 ) -> StagedLeaf:
     """Commit ``change`` as a new leaf version on top of the published content.
 
@@ -238,7 +239,17 @@ def stage_leaf(
     one is published.) ``uri`` is the leaf or its branch directory
     (``leaf_target``); ``branch`` is recorded in the result. Raises
     CommitConflictError when concurrent commits to the leaf keep slipping in.
+
+    ``opened``: version ``published`` of ``uri``, already open (the writer opened it
+    to map its columns). The first attempt commits straight on it, without opening
+    the leaf's latest version (a listing and a read on object stores): when the
+    published version is the latest, as it is unless some writer left unpublished
+    versions, Lance puts the commit directly on top and it is accepted; otherwise
+    Lance lands it elsewhere or reports a conflict, and the next attempt starts
+    from the latest version as usual.
     """
+    if opened is not None and (published is None or opened.version != published):
+        opened = None
     last: BaseException | None = None
     for attempt in range(attempts):
         if attempt:
@@ -247,7 +258,10 @@ def stage_leaf(
         if pub is None:
             pub = lance.dataset(uri, storage_options=storage_options).version
         try:
-            clean = _clean_base(uri, pub, txn, storage_options)
+            if attempt == 0 and opened is not None:
+                clean = opened
+            else:
+                clean = _clean_base(uri, pub, txn, storage_options)
             base = _prepare(clean, change, txn, storage_options)
             if base is None:
                 last = None
