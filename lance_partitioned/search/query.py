@@ -205,6 +205,52 @@ def _hits(ctx: LeafContext, table: pa.Table, score: str, values: pa.Array) -> pa
     return out.append_column("_lp_leaf", pa.array([ctx.ordinal] * out.num_rows, pa.int32()))
 
 
+def nearest_rows(
+    ctx: LeafContext,
+    column: str,
+    q: np.ndarray,
+    k: int,
+    metric: str,
+    nprobes: int | None,
+    refine_factor: int | None,
+    *,
+    flat: bool = False,
+) -> pa.Table:
+    """Lance's top ``k`` rows of the leaf for one query vector, as Lance returns them:
+    the leaf's output columns, ``_rowid`` and ``_distance``, nearest first.
+
+    ``flat``: search exactly, by a scan of every vector, even where the leaf
+    has an index (``nprobes`` and ``refine_factor`` then do not apply).
+    """
+    # An Arrow float32 array is what Lance turns any query into (a numpy one
+    # goes through float64 and back, on every search).
+    vector = pa.array(q, pa.float32())
+    nearest: dict[str, Any] = {"column": column, "q": vector, "k": k, "metric": metric}
+    if flat:
+        nearest["use_index"] = False
+    else:
+        if nprobes is not None:
+            nearest["nprobes"] = nprobes
+        if refine_factor is not None:
+            nearest["refine_factor"] = refine_factor
+    return ctx.ds.to_table(
+        nearest=nearest,
+        columns=ctx.mapping.leaf_columns,
+        filter=ctx.prefilter,
+        prefilter=True,
+        with_row_id=True,
+    )
+
+
+def nearest_hits(ctx: LeafContext, table: pa.Table) -> pa.Table:
+    """``nearest_rows``'s table in hit form: namespace columns, ``_rowid``, ``_distance``
+    (float64) and ``_lp_leaf``."""
+    distance = table.column("_distance")
+    if distance.type != pa.float64():
+        distance = distance.cast(pa.float64())
+    return _hits(ctx, table, "_distance", distance)
+
+
 def vector_hits(
     ctx: LeafContext,
     column: str,
@@ -216,36 +262,14 @@ def vector_hits(
     *,
     flat: bool = False,
 ) -> list[pa.Table]:
-    """The top ``k`` rows of the leaf for each query vector (one table per query).
-
-    ``flat``: search exactly, by a scan of every vector, even where the leaf
-    has an index (``nprobes`` and ``refine_factor`` then do not apply).
-    """
-    out = []
-    for q in queries:
-        # An Arrow float32 array is what Lance turns any query into (a numpy one
-        # goes through float64 and back, on every search).
-        vector = pa.array(q, pa.float32())
-        nearest: dict[str, Any] = {"column": column, "q": vector, "k": k, "metric": metric}
-        if flat:
-            nearest["use_index"] = False
-        else:
-            if nprobes is not None:
-                nearest["nprobes"] = nprobes
-            if refine_factor is not None:
-                nearest["refine_factor"] = refine_factor
-        t = ctx.ds.to_table(
-            nearest=nearest,
-            columns=ctx.mapping.leaf_columns,
-            filter=ctx.prefilter,
-            prefilter=True,
-            with_row_id=True,
+    """The top ``k`` rows of the leaf for each query vector (one hit table per query);
+    ``flat`` as in ``nearest_rows``."""
+    return [
+        nearest_hits(
+            ctx, nearest_rows(ctx, column, q, k, metric, nprobes, refine_factor, flat=flat)
         )
-        distance = t.column("_distance")
-        if distance.type != pa.float64():
-            distance = distance.cast(pa.float64())
-        out.append(_hits(ctx, t, "_distance", distance))
-    return out
+        for q in queries
+    ]
 
 
 def text_hits(
