@@ -74,7 +74,7 @@ def test_repeated_searches_of_one_handle_plan_once(data, monkeypatch):
     leaf = next(t for t in ns.plan() if t.partition_values["tenant"] == "acme")
     plain = lance.dataset(leaf.uri, version=leaf.read_version)  # the oracle: pylance itself
     for q in np.random.default_rng(5).normal(size=(4, DIM)).astype(np.float32):
-        got = ns.search(q, k=5, filter="tenant = 'acme'", columns=["id"])
+        got = ns.search(q, k=5, filter="tenant = 'acme'", columns=["id"], flat_below=0)
         # our defaults for IVF_PQ: Lance's nprobes, refine_factor 5
         want = plain.to_table(nearest={"column": "emb", "q": q, "k": 5, "refine_factor": 5})
         assert got.column("id").to_pylist() == want.column("id").to_pylist()

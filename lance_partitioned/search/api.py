@@ -161,7 +161,7 @@ def check_probe_options(nprobes: Any, refine_factor: Any) -> None:
 # has a vector index: below it, a flat scan measured faster than probing the
 # index (benchmarks/search_flat_bench.py, benchmarks/results/search_flat.md) and
 # it is exact. See docs/SEARCH.md §3.
-DEFAULT_FLAT_BELOW = 0
+DEFAULT_FLAT_BELOW = 10_000
 
 
 def check_flat_below(flat_below: Any) -> int:
