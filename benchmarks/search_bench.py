@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench_env  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned.search.api import DEFAULT_FLAT_BELOW, DEFAULT_REFINE_FACTOR  # noqa: E402
+from lance_partitioned.search.api import DEFAULT_REFINE_FACTOR, default_flat_below  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "search.md"
@@ -428,7 +428,8 @@ def report(args, header, shape, ours_build, big_build, tenant, ours_u, big_u) ->
     ours, ours_index, ldb = tenant["ours"], tenant["ours_index"], tenant["lancedb"]
     f_index, f_flat = tenant["floor_index"], tenant["floor_flat"]
     # the floor searched the way our default searched this partition
-    flat_default = shape["per_tenant"] < DEFAULT_FLAT_BELOW
+    flat_below = default_flat_below(args.dim)
+    flat_default = shape["per_tenant"] < flat_below
     same_floor = f_flat if flat_default else f_index
     r_ldb = ours.latency_ms / ldb.latency_ms
     r_big = ours_u.latency_ms / big_u.latency_ms
@@ -446,7 +447,7 @@ def report(args, header, shape, ours_build, big_build, tenant, ours_u, big_u) ->
         f"index). {args.queries} tenant queries from {args.query_tenants} tenants, {args.queries} "
         f"unpruned queries; k = {K}. Our searches use the default parameters (Lance's default "
         f"nprobes; refine_factor {DEFAULT_REFINE_FACTOR}, our default for quantized indexes; "
-        f"partitions under `flat_below` = {DEFAULT_FLAT_BELOW:,} rows searched flat, so a "
+        f"partitions under `flat_below` = {flat_below:,} rows (the default at {args.dim}-d) searched flat, so a "
         f"{shape['per_tenant']:,}-row tenant is searched {how}); the peers get the same "
         "refine_factor and their nprobes raised until their recall@10 reaches ours. Tenant "
         f"latencies: median of {args.reps} passes over the queries with every contender run "

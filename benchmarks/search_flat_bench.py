@@ -12,7 +12,7 @@ quantized index) and flat (``use_index=False``: an exact scan). Latency is the
 median over the queries after a warm-up pass; recall@10 is against numpy brute
 force. Flat is exact (recall 1.0); the index is approximate. The crossover is
 the smallest size where the index is faster: below it, a flat search is both
-exact and faster (``search.api.DEFAULT_FLAT_BELOW``, docs/SEARCH.md §3).
+exact and faster (``search.api.default_flat_below``, docs/SEARCH.md §3).
 
 Writes a markdown report to ``benchmarks/results/search_flat.md`` (``--out``).
 """
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_env  # noqa: E402
 import search_bench as sb  # noqa: E402
 
-from lance_partitioned.search.api import DEFAULT_FLAT_BELOW, DEFAULT_REFINE_FACTOR  # noqa: E402
+from lance_partitioned.search.api import DEFAULT_REFINE_FACTOR, default_flat_below  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "search_flat.md"
@@ -149,7 +149,8 @@ def report(args, header: list[str], rows: list[tuple]) -> str:
     lines += [
         "",
         f"Flat was at least as fast at: {', '.join(f'{s:,}' for s in faster) or 'no size'} rows. "
-        f"The search default `DEFAULT_FLAT_BELOW` is {DEFAULT_FLAT_BELOW:,} rows.",
+        f"The search default at {args.dim}-d, `default_flat_below({args.dim})`, is "
+        f"{default_flat_below(args.dim):,} rows.",
         "",
     ]
     return "\n".join(lines)

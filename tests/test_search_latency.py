@@ -132,3 +132,35 @@ def test_bad_flat_below_is_refused(data, bad):
     ns, _, x = data
     with pytest.raises(SearchError, match="flat_below"):
         ns.search(x[0], k=3, flat_below=bad)
+
+
+def test_small_partitions_are_searched_exactly_by_default(data):
+    ns, table, x = data  # 1,000-row partitions of 16-d vectors: under the default
+    for q in np.random.default_rng(4).normal(size=(12, DIM)).astype(np.float32):
+        got = ns.search(q, k=10, filter="tenant = 'initech'", columns=["id"], nprobes=1)
+        assert got.column("id").to_pylist() == _exact(table, x, q, 10, "initech")
+
+
+def test_the_default_flat_threshold_scales_with_the_dimension(tmp_path, monkeypatch):
+    # rows x dimension decides: 10,000 rows at 128-d, so 1,000 rows at 1,280-d
+    flats = []
+    real = api.nearest_rows
+    monkeypatch.setattr(
+        api, "nearest_rows", lambda *a, **kw: flats.append(kw["flat"]) or real(*a, **kw)
+    )
+    for dim, rows, flat in ((1280, 1000, False), (1280, 999, True), (128, 9999, True)):
+        schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.list_(pa.float32(), dim))])
+        x = np.random.default_rng(dim + rows).normal(size=(rows, dim)).astype(np.float32)
+        t = pa.table(
+            {
+                "id": np.arange(rows),
+                "v": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), dim),
+            },
+            schema=schema,
+        )
+        ns = lp.create(str(tmp_path / f"ns{dim}_{rows}"), schema, "")  # one partition
+        ns.append(t)
+        flats.clear()
+        got = ns.search(x[3], k=1, columns=["id"])
+        assert flats == [flat], (dim, rows)
+        assert got.column("id").to_pylist() == [3]

@@ -149,7 +149,8 @@ class SearchMethods(NamespaceHandle):
         (l2, cosine, dot) defaults to the index's; ``nprobes`` and
         ``refine_factor`` are Lance's IVF search parameters; a partition of fewer
         than ``flat_below`` rows is searched exactly, by a flat scan, even when
-        indexed (default ``search.api.DEFAULT_FLAT_BELOW``, docs/SEARCH.md §3); the partition
+        indexed (default: 10,000 rows at 128 dimensions, scaled inversely with
+        the dimension, ``search.api.default_flat_below``; docs/SEARCH.md §3); the partition
         values follow as ``partition_field_<field_id>`` columns. Every partition
         is read at the version this snapshot pins; ties are broken by partition
         order, then row id.

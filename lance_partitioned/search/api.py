@@ -157,17 +157,24 @@ def check_probe_options(nprobes: Any, refine_factor: Any) -> None:
             raise SearchError(f"{name} must be a positive integer, got {value!r}")
 
 
-# A partition with fewer rows than this is searched exactly (flat) even when it
-# has a vector index: below it, a flat scan measured faster than probing the
-# index (benchmarks/search_flat_bench.py, benchmarks/results/search_flat.md) and
-# it is exact. See docs/SEARCH.md §3.
-DEFAULT_FLAT_BELOW = 10_000
+# Partitions are searched exactly (flat) even when they have a vector index while
+# rows × dimension is below this: there a flat scan measured faster than probing
+# an IVF_HNSW_SQ index, and it is exact (benchmarks/search_flat_bench.py,
+# benchmarks/results/search_flat.md: flat faster up to 12,500 rows at 128-d and
+# about 1,000 at 768-d; the scan's cost grows with rows × dimension, the
+# index's hardly). 10,000 rows at 128-d. See docs/SEARCH.md §3.
+FLAT_BELOW_VALUES = 10_000 * 128
 
 
-def check_flat_below(flat_below: Any) -> int:
-    """``flat_below``: None (DEFAULT_FLAT_BELOW) or a row count >= 0."""
+def default_flat_below(dim: int) -> int:
+    """The default ``flat_below`` (rows) of a ``dim``-dimensional vector column."""
+    return FLAT_BELOW_VALUES // max(1, dim)
+
+
+def check_flat_below(flat_below: Any) -> int | None:
+    """``flat_below``: None (the default, ``default_flat_below``) or a row count >= 0."""
     if flat_below is None:
-        return DEFAULT_FLAT_BELOW
+        return None
     if isinstance(flat_below, bool) or not isinstance(flat_below, int) or flat_below < 0:
         raise SearchError(f"flat_below must be an integer >= 0 (rows), got {flat_below!r}")
     return flat_below
@@ -443,7 +450,7 @@ def _one_partition(
     vreq: VectorRequest,
     k: int,
     nprobes: int | None,
-    flat_below: int,
+    flat_below: int | None,
 ) -> pa.Table:
     """A vector search of one partition (a tenant's search), the same rows and schema as
     ``vector_top_k`` + ``_finish`` with less work per search.
@@ -457,6 +464,8 @@ def _one_partition(
     name = _leaf_name(ctx, schema, vreq.column)
     if ctx.empty or name is None:
         return _finish(targets, _hit_schema(output_schema, "_distance").empty_table())
+    if flat_below is None:
+        flat_below = default_flat_below(vreq.queries.shape[1])
     flat = ctx.rows < flat_below
     table = nearest_rows(
         ctx, name, vreq.queries[0], k, vreq.metric, nprobes, vreq.refine_factor, flat=flat
@@ -506,17 +515,19 @@ def vector_top_k(
     refine_factor: int | None,
     *,
     batch: bool = True,
-    flat_below: int = DEFAULT_FLAT_BELOW,
+    flat_below: int | None = None,
 ) -> pa.Table:
     """The exact top ``k`` over ``contexts`` of each query vector (``queries``: 2-D).
 
     Columns: ``query_index`` (when ``batch``), ``output_schema``'s, ``_rowid``,
     ``_distance`` and ``_lp_leaf`` (the leaf ordinal, for ties and partition
     values). ``schema`` is the namespace schema (leaf columns are found by field
-    id). Leaves of fewer than ``flat_below`` rows are searched exactly (flat),
-    indexed or not. Used by ``search`` and by the Spark tasks of ``spark.search``.
+    id). Leaves of fewer than ``flat_below`` rows (None: ``default_flat_below``
+    of the queries' dimension) are searched exactly (flat), indexed or not. Used by ``search`` and by the Spark tasks of ``spark.search``.
     """
     hit_schema = _hit_schema(output_schema, "_distance")
+    if flat_below is None:
+        flat_below = default_flat_below(queries.shape[1])
 
     def one(ctx: LeafContext) -> list[pa.Table]:
         name = _leaf_name(ctx, schema, column)
