@@ -50,7 +50,8 @@ def test_quantized_indexes_return_exact_distances_by_default(ns, index_type, par
     ns.create_index("vec", index_type, num_partitions=2, min_rows=256, **params)
     q = np.random.default_rng(8).normal(size=DIM).astype(np.float32)
     for flt in (None, "tenant = 't1'"):
-        got = ns.search(q, k=10, filter=flt, columns=["id"])
+        # flat_below=0: through the index (these 600-row partitions are otherwise scanned flat)
+        got = ns.search(q, k=10, filter=flt, columns=["id"], flat_below=0)
         exact = ((vecs[got["id"].to_numpy()].astype(np.float64) - q) ** 2).sum(1)
         np.testing.assert_allclose(got["_distance"].to_numpy(), exact, rtol=1e-4, atol=1e-4)
         assert list(got["_distance"].to_numpy()) == sorted(got["_distance"].to_numpy())

@@ -132,6 +132,7 @@ class SearchMethods(NamespaceHandle):
         metric: str | None = None,
         nprobes: int | None = None,
         refine_factor: int | None = None,
+        flat_below: int | None = None,
     ) -> pa.Table:
         """Search this handle's snapshot; returns an Arrow table, best first.
 
@@ -146,7 +147,10 @@ class SearchMethods(NamespaceHandle):
         of results per query (``k >= 1``); ``column`` names the vector or text
         column (default: the only indexed one of the right kind); ``metric``
         (l2, cosine, dot) defaults to the index's; ``nprobes`` and
-        ``refine_factor`` are Lance's IVF search parameters; the partition
+        ``refine_factor`` are Lance's IVF search parameters; a partition of fewer
+        than ``flat_below`` rows is searched exactly, by a flat scan, even when
+        indexed (default: 10,000 rows at 128 dimensions, scaled inversely with
+        the dimension, ``search.api.default_flat_below``; docs/SEARCH.md §3); the partition
         values follow as ``partition_field_<field_id>`` columns. Every partition
         is read at the version this snapshot pins; ties are broken by partition
         order, then row id.
@@ -168,4 +172,5 @@ class SearchMethods(NamespaceHandle):
             metric=metric,
             nprobes=nprobes,
             refine_factor=refine_factor,
+            flat_below=flat_below,
         )

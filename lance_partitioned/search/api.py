@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,7 +25,6 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
 from lance_partitioned.operations.scan import FilterLike, Scan
 from lance_partitioned.search import bm25, merge
 from lance_partitioned.search.definitions import (
@@ -35,7 +35,15 @@ from lance_partitioned.search.definitions import (
     normalize_metric,
     vector_dimension,
 )
-from lance_partitioned.search.query import LeafContext, open_context, text_hits, vector_hits
+from lance_partitioned.search.query import (
+    LeafContext,
+    is_pinned,
+    nearest_hits,
+    nearest_rows,
+    open_context,
+    text_hits,
+    vector_hits,
+)
 
 QUERY_TYPES = ("vector", "fts", "hybrid")
 T = TypeVar("T")
@@ -149,6 +157,29 @@ def check_probe_options(nprobes: Any, refine_factor: Any) -> None:
             raise SearchError(f"{name} must be a positive integer, got {value!r}")
 
 
+# Partitions are searched exactly (flat) even when they have a vector index while
+# rows × dimension is below this: there a flat scan measured faster than probing
+# an IVF_HNSW_SQ index, and it is exact (benchmarks/search_flat_bench.py,
+# benchmarks/results/search_flat.md: flat faster up to 12,500 rows at 128-d and
+# about 1,000 at 768-d; the scan's cost grows with rows × dimension, the
+# index's hardly). 10,000 rows at 128-d. See docs/SEARCH.md §3.
+FLAT_BELOW_VALUES = 10_000 * 128
+
+
+def default_flat_below(dim: int) -> int:
+    """The default ``flat_below`` (rows) of a ``dim``-dimensional vector column."""
+    return FLAT_BELOW_VALUES // max(1, dim)
+
+
+def check_flat_below(flat_below: Any) -> int | None:
+    """``flat_below``: None (the default, ``default_flat_below``) or a row count >= 0."""
+    if flat_below is None:
+        return None
+    if isinstance(flat_below, bool) or not isinstance(flat_below, int) or flat_below < 0:
+        raise SearchError(f"flat_below must be an integer >= 0 (rows), got {flat_below!r}")
+    return flat_below
+
+
 # Quantized indexes (PQ codes, SQ codes) rank by approximate distances, and every
 # partition trains its own codebooks, so those distances are neither accurate
 # nor comparable across partitions. By default their top candidates are re-ranked
@@ -201,12 +232,87 @@ def partition_columns(
     return fields, values
 
 
-def _finish(snapshot: Snapshot, leaves: list[Leaf], table: pa.Table) -> pa.Table:
+_DEFINITIONS_KEY = "search_definitions"
+
+
+def definitions(snapshot: Snapshot) -> dict[str, IndexDefinition]:
+    """``load_definitions(snapshot)``, parsed once per snapshot (it never changes)."""
+    defs = snapshot._cache.get(_DEFINITIONS_KEY)
+    if defs is None:
+        defs = snapshot._cache[_DEFINITIONS_KEY] = load_definitions(snapshot)
+    return defs
+
+
+@dataclass
+class Targets:
+    """What a search reads: the pruned leaves, opened with their prefilters.
+
+    ``fields``/``values``: the partition-value columns of the results and each
+    leaf's values for them (``partition_columns``).
+    """
+
+    scan: Scan
+    leaves: list[Leaf]
+    contexts: list[LeafContext]
+    fields: list[pa.Field]
+    values: list[list[Any]]
+
+    def result_schema(self, score: str) -> pa.Schema:
+        """The schema of a result: the output columns, ``score``, the partition columns."""
+        return pa.schema([*self.scan.output_schema, pa.field(score, pa.float64()), *self.fields])
+
+
+_TARGETS_KEY = "search_targets"
+_TARGETS_MAX = 64
+
+
+def search_targets(
+    snapshot: Snapshot, filter: FilterLike, columns: Sequence[str] | None
+) -> Targets:
+    """The ``Targets`` of a search, remembered on the snapshot per (filter text, columns).
+
+    A snapshot never changes, and its leaves are read at pinned versions, so
+    the bound filter, the pruned leaves, their opened datasets, residual
+    prefilters and column mappings are the same for every search of one
+    handle with one filter: a tenant's repeated searches plan once. Not
+    remembered: filters given as expressions, and leaves read at a tag or a
+    branch head (which can move; ``query.is_pinned``).
+    """
+    key: tuple[Any, ...] | None = None
+    if filter is None or isinstance(filter, str):
+        key = (filter, None if columns is None else tuple(columns))
+        try:
+            hit = snapshot._cache.get(_TARGETS_KEY, {}).get(key)
+        except TypeError:  # an unhashable column name: Scan refuses it below
+            hit, key = None, None
+        if hit is not None:
+            return hit
+    scan = Scan(snapshot, filter, columns)
+    leaves = pruned_leaves(snapshot, scan)
+    out_columns = [f.name for f in scan.output_schema]
+    contexts = _parallel(
+        lambda i: open_context(snapshot, scan, leaves[i], i, out_columns), range(len(leaves))
+    )
+    targets = Targets(scan, leaves, contexts, *partition_columns(snapshot, leaves))
+    if key is not None and all(is_pinned(leaf) for leaf in leaves):
+        memo = snapshot._cache.setdefault(_TARGETS_KEY, {})
+        if len(memo) >= _TARGETS_MAX:
+            memo.clear()
+        memo[key] = targets
+    return targets
+
+
+def _finish(targets: Targets, table: pa.Table) -> pa.Table:
     """Add the partition values of each row's leaf; drop the merge's bookkeeping columns."""
-    ordinals = table.column("_lp_leaf").to_pylist()
-    fields, values = partition_columns(snapshot, leaves)
-    for i, field in enumerate(fields):
-        table = table.append_column(field, pa.array([values[o][i] for o in ordinals], field.type))
+    n = table.num_rows
+    one = len(targets.leaves) == 1  # a pruned search: every row has the same values
+    ordinals = None if one else table.column("_lp_leaf").to_pylist()
+    for i, field in enumerate(targets.fields):
+        if ordinals is None:
+            column = pa.repeat(pa.scalar(targets.values[0][i], field.type), n)
+        else:
+            column = pa.array([targets.values[o][i] for o in ordinals], field.type)
+        table = table.append_column(field, column)
     return table.drop_columns(["_lp_leaf", "_rowid"])
 
 
@@ -216,6 +322,78 @@ def _hit_schema(output_schema: pa.Schema, *scores: str) -> pa.Schema:
     fields.extend(pa.field(s, pa.float64()) for s in scores)
     fields.append(pa.field("_lp_leaf", pa.int32()))
     return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class VectorRequest:
+    """A checked vector query: column, 2-D query vectors, whether a batch, metric, refine."""
+
+    column: str
+    queries: np.ndarray
+    batch: bool
+    metric: str
+    refine_factor: int | None
+
+
+@dataclass(frozen=True)
+class TextRequest:
+    """A checked full-text query: column, its INVERTED definition, the text."""
+
+    column: str
+    definition: IndexDefinition
+    text: str
+
+
+def _split_query(query: Any, query_type: str, column: Any) -> tuple[Any, Any, Any, Any]:
+    """(vector query, text query, vector column, text column) of a request."""
+    if query_type == "vector":
+        return query, None, column, None
+    if query_type == "fts":
+        return None, query, None, column
+    vector_query = text_query = None
+    if isinstance(query, dict):
+        vector_query, text_query = query.get("vector"), query.get("text")
+    elif isinstance(query, (tuple, list)) and len(query) == 2 and isinstance(query[1], str):
+        vector_query, text_query = query
+    if vector_query is None or text_query is None:
+        raise SearchError("a hybrid query is (vector, text) or {'vector': ..., 'text': ...}")
+    vcol, tcol = column if isinstance(column, (tuple, list)) else (None, None)
+    return vector_query, text_query, vcol, tcol
+
+
+def check_request(
+    snapshot: Snapshot,
+    query: Any,
+    query_type: str,
+    column: Any,
+    metric: str | None,
+    nprobes: int | None,
+    refine_factor: int | None,
+) -> tuple[VectorRequest | None, TextRequest | None]:
+    """The checked vector and text parts of a search (SearchError before any leaf is read)."""
+    if query_type not in QUERY_TYPES:
+        raise SearchError(f"unknown query_type {query_type!r}; use one of {QUERY_TYPES}")
+    check_probe_options(nprobes, refine_factor)
+    defs, schema = definitions(snapshot), snapshot.schema
+    vector_query, text_query, vcol_arg, tcol_arg = _split_query(query, query_type, column)
+    vector = text = None
+    if vector_query is not None:
+        vcol = vector_column(schema, defs, vcol_arg)
+        dim = vector_dimension(schema.field(vcol).type)
+        queries, batch = query_vectors(vector_query, dim, vcol)
+        if batch and query_type == "hybrid":
+            raise SearchError("a hybrid search takes one query vector")
+        m = resolve_metric(defs, schema, vcol, metric)
+        vector = VectorRequest(
+            vcol, queries, batch, m, resolve_refine(defs, schema, vcol, refine_factor)
+        )
+    elif metric is not None:
+        normalize_metric(metric)  # still refuse nonsense
+    if text_query is not None:
+        if not isinstance(text_query, str) or not text_query.strip():
+            raise SearchError(f"a full-text query must be non-empty text, got {text_query!r}")
+        text = TextRequest(*text_definition(schema, defs, tcol_arg), text_query)
+    return vector, text
 
 
 def search(
@@ -230,96 +408,99 @@ def search(
     metric: str | None = None,
     nprobes: int | None = None,
     refine_factor: int | None = None,
+    flat_below: int | None = None,
 ) -> pa.Table:
     """Search the snapshot; see ``PartitionedNamespace.search`` for the contract."""
     k = check_k(k)
-    if query_type not in QUERY_TYPES:
-        raise SearchError(f"unknown query_type {query_type!r}; use one of {QUERY_TYPES}")
-    check_probe_options(nprobes, refine_factor)
-    defs = load_definitions(snapshot)
-    schema = snapshot.schema
-    vector_query = text_query = None
-    if query_type == "hybrid":
-        if isinstance(query, dict):
-            vector_query, text_query = query.get("vector"), query.get("text")
-        elif isinstance(query, (tuple, list)) and len(query) == 2 and isinstance(query[1], str):
-            vector_query, text_query = query
-        if vector_query is None or text_query is None:
-            raise SearchError("a hybrid query is (vector, text) or {'vector': ..., 'text': ...}")
-        vcol_arg, tcol_arg = column if isinstance(column, (tuple, list)) else (None, None)
-    elif query_type == "vector":
-        vector_query, vcol_arg, tcol_arg = query, column, None
-    else:
-        text_query, vcol_arg, tcol_arg = query, None, column
-    plan: dict[str, Any] = {}
-    if vector_query is not None:
-        vcol = vector_column(schema, defs, vcol_arg)
-        queries, batch = query_vectors(
-            vector_query, vector_dimension(schema.field(vcol).type), vcol
-        )
-        if batch and query_type == "hybrid":
-            raise SearchError("a hybrid search takes one query vector")
-        plan["vector"] = (vcol, queries, batch, resolve_metric(defs, schema, vcol, metric))
-        refine_factor = resolve_refine(defs, schema, vcol, refine_factor)
-    elif metric is not None:
-        normalize_metric(metric)  # still refuse nonsense
-    if text_query is not None:
-        if not isinstance(text_query, str) or not text_query.strip():
-            raise SearchError(f"a full-text query must be non-empty text, got {text_query!r}")
-        plan["text"] = (*text_definition(schema, defs, tcol_arg), text_query)
-
-    scan = Scan(snapshot, filter, columns)
-    leaves = pruned_leaves(snapshot, scan)
-    out_columns = [f.name for f in scan.output_schema]
-    contexts = _parallel(
-        lambda i: open_context(snapshot, scan, leaves[i], i, out_columns), range(len(leaves))
-    )
+    flat_below = check_flat_below(flat_below)
+    vreq, treq = check_request(snapshot, query, query_type, column, metric, nprobes, refine_factor)
+    targets = search_targets(snapshot, filter, columns)
+    output_schema = targets.scan.output_schema
     vector = text = None
-    if "vector" in plan:
-        vcol, queries, batch, m = plan["vector"]
-        vector = _vector(contexts, scan, vcol, queries, batch, k, m, nprobes, refine_factor)
-        if query_type == "vector":
-            return _finish(snapshot, leaves, vector)
-    if "text" in plan:
-        tcol, tdef, text_query = plan["text"]
-        text = _text(contexts, scan, tcol, tdef, text_query, k)
-        if query_type == "fts":
-            return _finish(snapshot, leaves, text)
+    if vreq is not None and treq is None and not vreq.batch and len(targets.contexts) == 1:
+        return _one_partition(targets, snapshot.schema, vreq, k, nprobes, flat_below)
+    if vreq is not None:
+        vector = vector_top_k(
+            targets.contexts,
+            snapshot.schema,
+            output_schema,
+            vreq.column,
+            vreq.queries,
+            k,
+            vreq.metric,
+            nprobes,
+            vreq.refine_factor,
+            batch=vreq.batch,
+            flat_below=flat_below,
+        )
+        if treq is None:
+            return _finish(targets, vector)
+    if treq is not None:
+        text = _text(targets.contexts, targets.scan, treq.column, treq.definition, treq.text, k)
+        if vector is None:
+            return _finish(targets, text)
     assert vector is not None and text is not None
-    fused = merge.rrf(
-        vector, text, k, _hit_schema(scan.output_schema, "_distance", "_bm25", "_score")
+    fused = merge.rrf(vector, text, k, _hit_schema(output_schema, "_distance", "_bm25", "_score"))
+    return _finish(targets, fused)
+
+
+def _one_partition(
+    targets: Targets,
+    schema: Schema,
+    vreq: VectorRequest,
+    k: int,
+    nprobes: int | None,
+    flat_below: int | None,
+) -> pa.Table:
+    """A vector search of one partition (a tenant's search), the same rows and schema as
+    ``vector_top_k`` + ``_finish`` with less work per search.
+
+    Lance returns the partition's top k nearest first; when no two distances tie
+    (the merge's order is then Lance's) and the leaf's columns need no mapping,
+    they become the result as they are, with the partition values added.
+    """
+    ctx = targets.contexts[0]
+    output_schema = targets.scan.output_schema
+    name = _leaf_name(ctx, schema, vreq.column)
+    if ctx.empty or name is None:
+        return _finish(targets, _hit_schema(output_schema, "_distance").empty_table())
+    if flat_below is None:
+        flat_below = default_flat_below(vreq.queries.shape[1])
+    flat = ctx.rows < flat_below
+    table = nearest_rows(
+        ctx, name, vreq.queries[0], k, vreq.metric, nprobes, vreq.refine_factor, flat=flat
     )
-    return _finish(snapshot, leaves, fused)
+    column = table.column("_distance")
+    distances = column.to_pylist()
+    if (
+        not ctx.direct
+        or column.null_count
+        or any(b <= a for a, b in zip(distances, distances[1:], strict=False))
+    ):  # ties (or a mapping): the general merge orders them by row id
+        best = merge.top_k(
+            [nearest_hits(ctx, table)],
+            k,
+            "_distance",
+            False,
+            _hit_schema(output_schema, "_distance"),
+        )
+        return _finish(targets, best)
+    n = len(distances)
+    return pa.Table.from_arrays(
+        [
+            *(table.column(f.name) for f in output_schema),
+            pa.array(distances, pa.float64()),
+            *(
+                pa.repeat(pa.scalar(v, f.type), n)
+                for f, v in zip(targets.fields, targets.values[0], strict=True)
+            ),
+        ],
+        schema=targets.result_schema("_distance"),
+    )
 
 
 def _leaf_name(ctx: LeafContext, schema: Schema, column: str) -> str | None:
-    f = leaf_fields_by_id(ctx.ds).get(schema.field_id(column))
-    return None if f is None else f.name
-
-
-def _vector(
-    contexts: list[LeafContext],
-    scan: Scan,
-    column: str,
-    queries: np.ndarray,
-    batch: bool,
-    k: int,
-    metric: str,
-    nprobes: int | None,
-    refine_factor: int | None,
-) -> pa.Table:
-    return vector_top_k(
-        contexts,
-        scan.snapshot.schema,
-        scan.output_schema,
-        column,
-        queries,
-        k,
-        metric,
-        nprobes,
-        refine_factor,
-        batch=batch,
-    )
+    return ctx.leaf_column(schema.field_id(column))
 
 
 def vector_top_k(
@@ -334,21 +515,26 @@ def vector_top_k(
     refine_factor: int | None,
     *,
     batch: bool = True,
+    flat_below: int | None = None,
 ) -> pa.Table:
     """The exact top ``k`` over ``contexts`` of each query vector (``queries``: 2-D).
 
     Columns: ``query_index`` (when ``batch``), ``output_schema``'s, ``_rowid``,
     ``_distance`` and ``_lp_leaf`` (the leaf ordinal, for ties and partition
     values). ``schema`` is the namespace schema (leaf columns are found by field
-    id). Used by ``search`` and by the Spark tasks of ``spark.search``.
+    id). Leaves of fewer than ``flat_below`` rows (None: ``default_flat_below``
+    of the queries' dimension) are searched exactly (flat), indexed or not. Used by ``search`` and by the Spark tasks of ``spark.search``.
     """
     hit_schema = _hit_schema(output_schema, "_distance")
+    if flat_below is None:
+        flat_below = default_flat_below(queries.shape[1])
 
     def one(ctx: LeafContext) -> list[pa.Table]:
         name = _leaf_name(ctx, schema, column)
         if ctx.empty or name is None:  # no matching row, or no vectors in this leaf
             return []
-        return vector_hits(ctx, name, queries, k, metric, nprobes, refine_factor)
+        flat = ctx.rows < flat_below
+        return vector_hits(ctx, name, queries, k, metric, nprobes, refine_factor, flat=flat)
 
     per_leaf = _parallel(one, list(contexts))
     per_query = [[hits[q] for hits in per_leaf if hits] for q in range(len(queries))]

@@ -26,6 +26,10 @@ def top_k(
     parts = [t for t in tables if t.num_rows]
     if not parts:
         return schema.empty_table()
+    if len(parts) == 1 and _strictly_ordered(parts[0].column(score), descending):
+        # One partition searched (a tenant's search), its rows already in score
+        # order without ties: the sort below would return them as they are.
+        return parts[0].slice(0, k)
     union = pa.concat_tables(parts)
     order = pc.sort_indices(
         union,
@@ -36,6 +40,15 @@ def top_k(
         ],
     )
     return union.take(order[:k])
+
+
+def _strictly_ordered(scores: pa.ChunkedArray, descending: bool) -> bool:
+    """Whether ``scores`` has no NULL and strictly increases (decreases when ``descending``)."""
+    if scores.null_count:
+        return False
+    values = scores.to_numpy()
+    steps = np.diff(values)
+    return bool((steps < 0).all() if descending else (steps > 0).all())
 
 
 def top_k_per_query(per_query: Sequence[Sequence[pa.Table]], k: int, schema: pa.Schema) -> pa.Table:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lance
@@ -23,7 +23,7 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.leaf_schema import ReadMapping
+from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.search import bm25
 from lance_partitioned.search.build import covered_fragments
@@ -40,6 +40,40 @@ class LeafContext:
     prefilter: str | None  # Lance SQL in the leaf's own column names; None: every row
     mapping: ReadMapping  # the output columns
     empty: bool = False  # the filter matches no row of this leaf
+    # The leaf holds every output column under its namespace name and type, so
+    # hits are its columns as they are (no per-search conform).
+    direct: bool = False
+    _schemas: dict[str, pa.Schema] = field(default_factory=dict, repr=False)
+    _by_id: dict[int, pa.Field] | None = field(default=None, repr=False)
+    _rows: int | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> int:
+        """The leaf's row count at its pinned version (from its manifest, read once)."""
+        if self._rows is None:
+            self._rows = self.ds.count_rows()
+        return self._rows
+
+    def leaf_column(self, field_id: int) -> str | None:
+        """The leaf's name for namespace field ``field_id``; None when the leaf lacks it."""
+        if self._by_id is None:  # the pinned version's schema never changes
+            self._by_id = leaf_fields_by_id(self.ds)
+        f = self._by_id.get(field_id)
+        return None if f is None else f.name
+
+    def hit_schema(self, score: str) -> pa.Schema:
+        """The schema of this leaf's hits: the output columns, ``_rowid``, ``score``, ``_lp_leaf``."""
+        schema = self._schemas.get(score)
+        if schema is None:
+            schema = self._schemas[score] = pa.schema(
+                [
+                    *self.mapping.targets,
+                    pa.field("_rowid", pa.uint64()),
+                    pa.field(score, pa.float64()),
+                    pa.field("_lp_leaf", pa.int32()),
+                ]
+            )
+        return schema
 
 
 # Opened leaf datasets by (uri, pinned version, storage options). A pinned
@@ -52,6 +86,18 @@ _OPEN_LEAVES_MAX = 256
 _OPEN_LEAVES_LOCK = threading.Lock()
 
 
+def is_pinned(leaf: Leaf) -> bool:
+    """Whether ``leaf`` names a version that cannot move (a number, on main or a branch).
+
+    A tag, or a branch head without a version, can move: such a leaf is opened
+    afresh by every search.
+    """
+    ref = leaf.version_ref()
+    return leaf.read_tag is None and (
+        isinstance(ref, int) or (isinstance(ref, tuple) and ref[1] is not None)
+    )
+
+
 def open_pinned(
     uri: str,
     leaf: Leaf,
@@ -59,12 +105,9 @@ def open_pinned(
     opener: Callable[[], lance.LanceDataset],
 ) -> lance.LanceDataset:
     """``opener()`` (the leaf at its pinned version), reused while the process holds it."""
-    ref = leaf.version_ref()
-    cacheable = leaf.read_tag is None and (
-        isinstance(ref, int) or (isinstance(ref, tuple) and ref[1] is not None)
-    )
-    if not cacheable:
+    if not is_pinned(leaf):
         return opener()
+    ref = leaf.version_ref()
     key = (uri, ref, tuple(sorted((storage_options or {}).items())))
     with _OPEN_LEAVES_LOCK:
         ds = _OPEN_LEAVES.get(key)
@@ -119,8 +162,12 @@ def leaf_context(
     """
     label = leaf.object_id
     mapping = ReadMapping(schema, columns, ds, label)
+    direct = mapping.is_identity and all(
+        s is not None and s.type.equals(t.type)
+        for s, t in zip(mapping.sources, mapping.targets, strict=True)
+    )
     if sql is None or ReadMapping(schema, list(filter_columns), ds, label).is_identity:
-        return LeafContext(ordinal, leaf, ds, sql, mapping)
+        return LeafContext(ordinal, leaf, ds, sql, mapping, direct=direct)
     wide = ReadMapping(schema, list(filter_columns), ds, label)
     ids: list[int] = []
     for batch in ds.to_batches(columns=wide.leaf_columns, with_row_id=True):
@@ -128,11 +175,24 @@ def leaf_context(
         ids.extend(filter_batch(rows, sql, ["_lp_rowid"]).column(0).to_pylist())
     if not ids:
         return LeafContext(ordinal, leaf, ds, None, mapping, empty=True)
-    return LeafContext(ordinal, leaf, ds, f"_rowid IN ({', '.join(map(str, ids))})", mapping)
+    rows = f"_rowid IN ({', '.join(map(str, ids))})"
+    return LeafContext(ordinal, leaf, ds, rows, mapping, direct=direct)
 
 
 def _hits(ctx: LeafContext, table: pa.Table, score: str, values: pa.Array) -> pa.Table:
     """The leaf's result rows in namespace form with ``_rowid``, ``score`` and the leaf ordinal."""
+    n = table.num_rows
+    if ctx.direct:  # the common case, on every search: no conform, no concat
+        rowid = table.column("_rowid")
+        return pa.Table.from_arrays(
+            [
+                *(table.column(t.name) for t in ctx.mapping.targets),
+                rowid if rowid.type == pa.uint64() else rowid.cast(pa.uint64()),
+                values,
+                pa.repeat(pa.scalar(ctx.ordinal, pa.int32()), n),
+            ],
+            schema=ctx.hit_schema(score),
+        )
     batch = table.combine_chunks().to_batches()
     conformed = (
         ctx.mapping.conform(batch[0])
@@ -145,6 +205,52 @@ def _hits(ctx: LeafContext, table: pa.Table, score: str, values: pa.Array) -> pa
     return out.append_column("_lp_leaf", pa.array([ctx.ordinal] * out.num_rows, pa.int32()))
 
 
+def nearest_rows(
+    ctx: LeafContext,
+    column: str,
+    q: np.ndarray,
+    k: int,
+    metric: str,
+    nprobes: int | None,
+    refine_factor: int | None,
+    *,
+    flat: bool = False,
+) -> pa.Table:
+    """Lance's top ``k`` rows of the leaf for one query vector, as Lance returns them:
+    the leaf's output columns, ``_rowid`` and ``_distance``, nearest first.
+
+    ``flat``: search exactly, by a scan of every vector, even where the leaf
+    has an index (``nprobes`` and ``refine_factor`` then do not apply).
+    """
+    # An Arrow float32 array is what Lance turns any query into (a numpy one
+    # goes through float64 and back, on every search).
+    vector = pa.array(q, pa.float32())
+    nearest: dict[str, Any] = {"column": column, "q": vector, "k": k, "metric": metric}
+    if flat:
+        nearest["use_index"] = False
+    else:
+        if nprobes is not None:
+            nearest["nprobes"] = nprobes
+        if refine_factor is not None:
+            nearest["refine_factor"] = refine_factor
+    return ctx.ds.to_table(
+        nearest=nearest,
+        columns=ctx.mapping.leaf_columns,
+        filter=ctx.prefilter,
+        prefilter=True,
+        with_row_id=True,
+    )
+
+
+def nearest_hits(ctx: LeafContext, table: pa.Table) -> pa.Table:
+    """``nearest_rows``'s table in hit form: namespace columns, ``_rowid``, ``_distance``
+    (float64) and ``_lp_leaf``."""
+    distance = table.column("_distance")
+    if distance.type != pa.float64():
+        distance = distance.cast(pa.float64())
+    return _hits(ctx, table, "_distance", distance)
+
+
 def vector_hits(
     ctx: LeafContext,
     column: str,
@@ -153,24 +259,17 @@ def vector_hits(
     metric: str,
     nprobes: int | None,
     refine_factor: int | None,
+    *,
+    flat: bool = False,
 ) -> list[pa.Table]:
-    """The top ``k`` rows of the leaf for each query vector (one table per query)."""
-    out = []
-    for q in queries:
-        nearest: dict[str, Any] = {"column": column, "q": q, "k": k, "metric": metric}
-        if nprobes is not None:
-            nearest["nprobes"] = nprobes
-        if refine_factor is not None:
-            nearest["refine_factor"] = refine_factor
-        t = ctx.ds.to_table(
-            nearest=nearest,
-            columns=ctx.mapping.leaf_columns,
-            filter=ctx.prefilter,
-            prefilter=True,
-            with_row_id=True,
+    """The top ``k`` rows of the leaf for each query vector (one hit table per query);
+    ``flat`` as in ``nearest_rows``."""
+    return [
+        nearest_hits(
+            ctx, nearest_rows(ctx, column, q, k, metric, nprobes, refine_factor, flat=flat)
         )
-        out.append(_hits(ctx, t, "_distance", t.column("_distance").cast(pa.float64())))
-    return out
+        for q in queries
+    ]
 
 
 def text_hits(

@@ -21,7 +21,7 @@ pinned ``__manifest`` rows, then the row id).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -318,6 +318,61 @@ def _check_queries(queries_df: DataFrame, id_column: str, query_column: str | No
     return query_column
 
 
+def _result_schemas(plan: SearchPlan, id_type: Any) -> tuple[StructType, StructType]:
+    """The Spark schemas of the result and of the per-task candidates (``_lp_leaf``, ``_rowid``
+    added for the exact merge)."""
+    data_fields = list(arrow_to_spark(plan.output_schema).fields) + list(
+        arrow_to_spark(pa.schema(list(plan.partition_fields))).fields
+    )
+    result = StructType(
+        [
+            StructField(QUERY_ID, id_type, True),
+            *data_fields,
+            StructField("_distance", DoubleType(), True),
+            StructField("_rank", IntegerType(), False),
+        ]
+    )
+    candidates = StructType(
+        [
+            *result.fields[:-1],
+            StructField("_lp_leaf", IntegerType(), False),
+            StructField("_rowid", LongType(), False),
+        ]
+    )
+    return result, candidates
+
+
+def _task_functions(
+    plan: SearchPlan, candidate_arrow: pa.Schema, result_arrow: pa.Schema
+) -> tuple[
+    Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    Callable[[pa.Table], pa.Table],
+]:
+    """The functions Spark runs: the search of (leaf group, queries) tasks
+    (``mapInArrow``) and the exact merge of one query's candidates (``applyInArrow``)."""
+
+    def search_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        table = pa.concat_tables(tables)
+        conform = BatchConformer(candidate_arrow)
+        for g in sorted(set(table.column("_lp_group").to_pylist())):
+            mine = table.filter(pc.equal(table.column("_lp_group"), g))
+            hits = search_group(plan, g, mine)
+            for batch in hits.to_batches():
+                yield conform(batch)
+
+    def merge_query(table: pa.Table) -> pa.Table:
+        best = merge.top_k([table], plan.k, "_distance", False, table.schema)
+        best = best.append_column("_rank", pa.array(range(1, best.num_rows + 1), pa.int32()))
+        return pa.Table.from_batches(
+            [BatchConformer(result_arrow)(b) for b in best.to_batches()], schema=result_arrow
+        )
+
+    return search_tasks, merge_query
+
+
 def search(
     spark: SparkSession,
     root: str,
@@ -377,25 +432,7 @@ def search(
         tasks=default_tasks if tasks is None else tasks,
     )
     qcol = _check_queries(queries_df, id_column, query_column)
-    id_type = queries_df.schema[id_column].dataType
-    data_fields = list(arrow_to_spark(plan.output_schema).fields) + list(
-        arrow_to_spark(pa.schema(list(plan.partition_fields))).fields
-    )
-    result = StructType(
-        [
-            StructField(QUERY_ID, id_type, True),
-            *data_fields,
-            StructField("_distance", DoubleType(), True),
-            StructField("_rank", IntegerType(), False),
-        ]
-    )
-    candidates = StructType(
-        [
-            *result.fields[:-1],
-            StructField("_lp_leaf", IntegerType(), False),
-            StructField("_rowid", LongType(), False),
-        ]
-    )
+    result, candidates = _result_schemas(plan, queries_df.schema[id_column].dataType)
     if not plan.groups:
         return spark.createDataFrame([], result)
 
@@ -407,27 +444,8 @@ def search(
     # A Cartesian product (not a broadcast loop join): one task per leaf group and
     # partition of the queries, whichever side is smaller.
     work = groups.hint("shuffle_replicate_nl").crossJoin(queries)
-    candidate_arrow = spark_arrow_schema(candidates)
-    result_arrow = spark_arrow_schema(result)
-
-    def search_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-        if not tables:
-            return
-        table = pa.concat_tables(tables)
-        conform = BatchConformer(candidate_arrow)
-        for g in sorted(set(table.column("_lp_group").to_pylist())):
-            mine = table.filter(pc.equal(table.column("_lp_group"), g))
-            hits = search_group(plan, g, mine)
-            for batch in hits.to_batches():
-                yield conform(batch)
-
-    def merge_query(table: pa.Table) -> pa.Table:
-        best = merge.top_k([table], plan.k, "_distance", False, table.schema)
-        best = best.append_column("_rank", pa.array(range(1, best.num_rows + 1), pa.int32()))
-        return pa.Table.from_batches(
-            [BatchConformer(result_arrow)(b) for b in best.to_batches()], schema=result_arrow
-        )
-
+    search_tasks, merge_query = _task_functions(
+        plan, spark_arrow_schema(candidates), spark_arrow_schema(result)
+    )
     found = work.mapInArrow(search_tasks, candidates)
     return found.groupBy(QUERY_ID).applyInArrow(merge_query, result)
