@@ -63,6 +63,11 @@ READ_COLUMNS = [f.name for f in READ_FIELDS]
 # A table row's read columns are mirrored in its ``metadata`` JSON under these
 # keys (strings), so that a foreign writer that drops the columns loses nothing.
 READ_MIRROR_KEYS = {c: f"lp.{c}" for c in READ_COLUMNS}
+# Our own metadata key (docs/FORMAT.md "Row counts"): the number of rows of the
+# leaf version a table row publishes, as a decimal string. Written together with
+# the ``lp.read_version`` mirror, so a count is trusted only where that mirror
+# equals the row's ``read_version`` column (``catalog.row_counts``).
+NUM_ROWS_KEY = "lp.num_rows"
 
 
 def _flags(meta: dict[str, str], key: str) -> int:
@@ -90,6 +95,16 @@ def _version_ranges(ds: lance.LanceDataset | None) -> str:
         else:
             spans.append([v, v])
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
+
+
+# Ids per ``object_id IN (...)`` query: each is an indexed lookup, and Lance plans
+# a list of a few thousand literals quickly.
+ID_CHUNK = 2000
+
+
+def id_chunks(ids: Sequence[str], size: int = ID_CHUNK) -> list[Sequence[str]]:
+    """``ids`` in slices of at most ``size`` (one query each)."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def _sql_in(column: str, values: Sequence[Any]) -> str:
@@ -309,11 +324,20 @@ def with_read_mirror(
     read_version: int | None,
     read_branch: str | None = None,
     read_tag: str | None = None,
+    num_rows: int | None = None,
 ) -> str:
-    """``metadata`` JSON with the ``lp.read_*`` mirror keys set (NULL values have no key)."""
+    """``metadata`` JSON with the ``lp.read_*`` mirror keys and ``lp.num_rows`` set.
+
+    NULL values have no key. This is the one place a table row's published
+    version is written, so the row count always travels with it: a version
+    published without a known count (``num_rows`` None) drops any old count
+    rather than keep a stale one.
+    """
     meta = json.loads(metadata or "{}")
-    for column, value in zip(READ_COLUMNS, (read_version, read_branch, read_tag), strict=True):
-        key = READ_MIRROR_KEYS[column]
+    values = (read_version, read_branch, read_tag)
+    pairs = [*((READ_MIRROR_KEYS[c], v) for c, v in zip(READ_COLUMNS, values, strict=True))]
+    pairs.append((NUM_ROWS_KEY, num_rows))
+    for key, value in pairs:
         if value is None:
             meta.pop(key, None)
         else:
@@ -339,16 +363,23 @@ def republish_rows(
     versions: dict[str, int],
     extra: Sequence[dict[str, Any]] = (),
     branches: dict[str, str | None] | None = None,
+    counts: dict[str, int | None] | None = None,
 ) -> pa.Table:
     """Existing table rows of ``ds`` with ``read_version`` moved to ``versions[object_id]``.
 
     ``read_branch`` becomes ``branches[object_id]`` (None, i.e. main, when not
     given: the version was staged on main), ``read_tag`` is cleared (the
-    published version wins), and the metadata mirror follows. ``extra`` rows
-    (lock rows) are appended.
+    published version wins), and the metadata mirror follows, with the row
+    count ``counts[object_id]`` of the new version (dropped when unknown).
+    ``extra`` rows (lock rows) are appended. Reads only the rows named
+    (an indexed lookup on ``object_id``).
     """
     ids = list(versions)
-    rows = ds.to_table(filter=_sql_in("object_id", ids)) if ids else ds.schema.empty_table()
+    rows = ds.schema.empty_table()
+    if ids:
+        rows = pa.concat_tables(
+            [ds.to_table(filter=_sql_in("object_id", chunk)) for chunk in id_chunks(ids)]
+        )
     data = rows.to_pylist()
     for row in data:
         version = versions[row["object_id"]]
@@ -356,7 +387,8 @@ def republish_rows(
         row["read_version"] = version
         row["read_branch"] = branch
         row["read_tag"] = None
-        row["metadata"] = with_read_mirror(row["metadata"], version, branch)
+        num_rows = (counts or {}).get(row["object_id"])
+        row["metadata"] = with_read_mirror(row["metadata"], version, branch, None, num_rows)
     data.extend(extra)
     return pa.Table.from_pylist(data, schema=ds.schema)
 

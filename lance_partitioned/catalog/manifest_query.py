@@ -9,7 +9,7 @@ their spec version namespace (``layout.spec_members_like``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.format.expressions import Expr
@@ -22,6 +22,11 @@ NAMESPACE_ROWS = "object_type = 'namespace'"
 def where(kind: str, condition: str | None = None) -> str:
     """``kind`` (``TABLE_ROWS`` or ``NAMESPACE_ROWS``) AND ``condition``, when there is one."""
     return kind + (f" AND ({condition})" if condition else "")
+
+
+def object_ids_in(object_ids: Sequence[str]) -> str:
+    """Rows whose ``object_id`` is one of ``object_ids`` (answered by its index)."""
+    return f"object_id IN ({', '.join(render_literal(o) for o in object_ids)})"
 
 
 def spec_members(spec_id: int) -> str:

@@ -7,11 +7,13 @@ plan never mixes two manifest versions.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_partitioned.catalog import history, layout, repair
 from lance_partitioned.catalog.layout import join_uri
@@ -19,8 +21,16 @@ from lance_partitioned.catalog.manifest import (
     SCHEMA_KEY,
     SPEC_KEY_PREFIX,
     Manifest,
+    id_chunks,
 )
-from lance_partitioned.catalog.manifest_query import NAMESPACE_ROWS, TABLE_ROWS, spec_members, where
+from lance_partitioned.catalog.manifest_query import (
+    NAMESPACE_ROWS,
+    TABLE_ROWS,
+    object_ids_in,
+    spec_members,
+    where,
+)
+from lance_partitioned.catalog.row_counts import trusted_counts
 from lance_partitioned.errors import (
     NamespaceDamagedError,
     NotAPartitionedNamespaceError,
@@ -30,6 +40,10 @@ from lance_partitioned.format.schema import Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
 log = logging.getLogger(__name__)
+
+
+# What a ``Leaf`` is made of, besides the partition columns of every spec.
+LEAF_COLUMNS = ("object_id", "location", "read_version", "read_branch", "read_tag")
 
 
 class Leaf(NamedTuple):
@@ -162,22 +176,61 @@ class Snapshot:
     # -- rows ---------------------------------------------------------------
     def leaves(self, filter: str | None = None) -> list[Leaf]:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
-        cond = where(TABLE_ROWS, filter)
+        return self._to_leaves(self._leaf_rows(filter))
+
+    def _leaf_rows(self, filter: str | None, extra: Sequence[str] = ()) -> pa.Table:
+        """The table rows matching ``filter``: the columns a ``Leaf`` needs, plus ``extra``."""
         spec_cols = {f.column for s in self.specs.values() for f in s.fields}
-        cols = [
-            "object_id",
-            "location",
-            "read_version",
-            "read_branch",
-            "read_tag",
-            *sorted(spec_cols),
-        ]
+        cols = [*LEAF_COLUMNS, *sorted(spec_cols), *extra]
         try:
-            rows = self.rows_dataset.to_table(columns=cols, filter=cond)
+            return self.rows_dataset.to_table(columns=cols, filter=where(TABLE_ROWS, filter))
         except Exception as exc:
             self.raise_if_cleaned_up(exc)
             raise
-        return self._to_leaves(rows)
+
+    def leaves_by_id(self, object_ids: Collection[str]) -> dict[str, Leaf]:
+        """The named leaves that exist, by object id: indexed lookups, not a full read."""
+        ids = list(dict.fromkeys(object_ids))
+        out: dict[str, Leaf] = {}
+        for chunk in id_chunks(ids):
+            out.update((leaf.object_id, leaf) for leaf in self.leaves(object_ids_in(chunk)))
+        return out
+
+    def row_counts(self, filter: str | None = None) -> tuple[int, list[Leaf]]:
+        """The rows of the leaves ``filter`` selects, from the counts ``__manifest`` keeps.
+
+        Returns the sum of every trusted count (``catalog.row_counts``) and the
+        leaves without one, which the caller counts by opening them. Opens no leaf.
+        """
+        rows = self._spec_rows(self._leaf_rows(filter, ["metadata"]))
+        counts = trusted_counts(rows)
+        known = pc.sum(counts).as_py() or 0
+        rest = rows.filter(pc.is_null(counts)).drop_columns(["metadata"])
+        return known, self._to_leaves(rest)
+
+    def stored_counts(self, filter: str | None = None) -> dict[str, int]:
+        """Trusted row counts of the leaves ``filter`` selects, by object id (no leaf opened)."""
+        rows = self._spec_rows(self._leaf_rows(filter, ["metadata"]))
+        counts = trusted_counts(rows)
+        known = rows.filter(pc.is_valid(counts))
+        return dict(
+            zip(
+                known.column("object_id").to_pylist(),
+                pc.drop_null(counts).to_pylist(),
+                strict=True,
+            )
+        )
+
+    def _spec_rows(self, rows: pa.Table) -> pa.Table:
+        """``rows`` without tables outside the spec version namespaces (as ``_to_leaves``)."""
+        heads = pc.list_element(pc.split_pattern(rows.column("object_id"), "$", max_splits=1), 0)
+        ours = pc.match_substring_regex(heads, r"^v[0-9]+$")
+        for head in pc.unique(pc.filter(heads, ours)).to_pylist():
+            if layout.spec_id_of(head) not in self.specs:
+                raise SpecError(
+                    f"manifest rows under {head!r} belong to unknown spec version {head}"
+                )
+        return rows if pc.all(ours).as_py() is not False else rows.filter(ours)
 
     def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
         data = rows.to_pydict()

@@ -435,7 +435,8 @@ def _compact(
             staged.before_publish()
             try:
                 published = manifest.commit(
-                    base.dataset, republish_rows(base.dataset, versions)
+                    base.dataset,
+                    republish_rows(base.dataset, versions, counts=staged.num_rows(versions)),
                 ).version
                 break
             except CommitConflictError:

@@ -125,6 +125,7 @@ def _manifest_rows(
     written: WrittenFiles,
     versions: dict[str, int],
     branches: dict[str, str | None] | None = None,
+    counts: dict[str, int | None] | None = None,
 ) -> pa.Table:
     spec_cols: dict[int, list[str]] = {
         sid: [f.column for f in s.fields] for sid, s in snapshot.specs.items()
@@ -156,6 +157,8 @@ def _manifest_rows(
                 ),
                 version,
                 branch,
+                None,
+                (counts or {}).get(leaf_write.object_id),
             ),
             "read_version": version,
             "read_branch": branch,
@@ -207,7 +210,8 @@ def _publish_rows(
     """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
     versions = {oid: s.version for oid, s in staged.leaves.items()}
     branches = {oid: s.branch for oid, s in staged.leaves.items()}
-    upserts = _manifest_rows(base, written, versions, branches)
+    counts = {oid: s.num_rows for oid, s in staged.leaves.items()}
+    upserts = _manifest_rows(base, written, versions, branches, counts)
     deletes: list[str] = []
     if mode is WriteMode.OVERWRITE or replaces:
         keep = {leaf_write.object_id for leaf_write in written.leaves.values()}
