@@ -20,7 +20,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.catalog import commit_safety, storage
+from lance_partitioned.catalog import commit_safety, manifest_index, storage
 from lance_partitioned.catalog.history import removed_version_error
 from lance_partitioned.catalog.layout import join_uri, spec_namespace
 from lance_partitioned.errors import (
@@ -265,7 +265,7 @@ class Manifest:
             )
         txn, _ = builder.execute_uncommitted(upserts)
         try:
-            return lance.LanceDataset.commit(
+            committed = lance.LanceDataset.commit(
                 self.uri,
                 txn,
                 read_version=base.version,
@@ -280,6 +280,9 @@ class Manifest:
                     f"the write was not published and can be retried: {exc}"
                 ) from exc
             raise
+        # indexes and compaction when due (catalog.manifest_index); never raises
+        manifest_index.maintain(committed, self.storage_options)
+        return committed
 
     def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
         """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""
@@ -316,6 +319,8 @@ class Manifest:
         missing = [f for f in fields if f.name not in ds.schema.names]
         if missing:
             ds.add_columns([pa.field(f.name, f.type, nullable=True) for f in missing])
+            if manifest_index.indexed_columns(ds):  # an indexed manifest indexes them too
+                manifest_index.ensure(self.dataset(), self.storage_options)
         return self.dataset()
 
 

@@ -30,8 +30,16 @@ def object_ids_in(object_ids: Sequence[str]) -> str:
 
 
 def spec_members(spec_id: int) -> str:
-    """Rows whose object id lies under spec version ``spec_id``'s namespace (``v<N>$…``)."""
-    return f"object_id LIKE {render_literal(layout.spec_members_like(spec_id))}"
+    """Rows whose object id lies under spec version ``spec_id``'s namespace (``v<N>$…``).
+
+    Spelled ``left(object_id, n) = 'v<N>$'`` rather than a ``LIKE`` on that prefix: Lance
+    answers a LIKE prefix from the ``object_id`` index as a range over every row
+    of the spec (two million at a million partitions), which costs more than all
+    the rest of a plan; ``left(...)`` stays a refine filter applied to the few rows
+    the partition column indexes select (``catalog.manifest_index``).
+    """
+    prefix = layout.spec_members_like(spec_id).removesuffix("%")
+    return f"left(object_id, {len(prefix)}) = {render_literal(prefix)}"
 
 
 def partitions_matching(predicates: Mapping[int, Expr | None]) -> str | None:

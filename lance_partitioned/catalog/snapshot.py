@@ -6,6 +6,7 @@ plan never mixes two manifest versions.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -36,11 +37,16 @@ from lance_partitioned.errors import (
     NotAPartitionedNamespaceError,
     SpecError,
 )
+from lance_partitioned.format.filters.render import quote_identifier, render_literal
 from lance_partitioned.format.schema import Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
 log = logging.getLogger(__name__)
 
+
+# Python types of partition values whose SQL equality in Lance is exactly Python's
+# (no NaN, -0.0, time zone or scale subtleties): these keys are looked up by index.
+_EXACT_TYPES = (int, bool, str, dt.date)
 
 # What a ``Leaf`` is made of, besides the partition columns of every spec.
 LEAF_COLUMNS = ("object_id", "location", "read_version", "read_branch", "read_tag")
@@ -274,6 +280,37 @@ class Snapshot:
         if foreign:
             return [leaf for leaf in leaves if leaf.spec_id is not None]
         return list(leaves)
+
+    def rows_for_keys(
+        self, spec_id: int, keys: Sequence[tuple[Any, ...]]
+    ) -> tuple[list[Leaf], pa.Table] | None:
+        """Leaves and namespace rows of spec ``spec_id`` that may hold ``keys``.
+
+        One query on the first partition column (an index lookup on an indexed
+        ``__manifest``): every row whose first value is one of the keys' is
+        returned, so the caller matches whole keys itself. None when the keys
+        cannot be looked up exactly that way (no partition fields, or values whose
+        SQL equality is not Python's: floats, instants, decimals, bytes); the
+        caller then reads every row of the spec.
+        """
+        spec = self.specs[spec_id]
+        if not spec.fields:
+            return None
+        firsts = {key[0] for key in keys}
+        if not all(type(v) in _EXACT_TYPES for v in firsts if v is not None):
+            return None
+        column = quote_identifier(spec.fields[0].column)
+        conds = []
+        values = [v for v in firsts if v is not None]
+        if values:
+            conds.append(f"{column} IN ({', '.join(render_literal(v) for v in values)})")
+        if None in firsts:
+            conds.append(f"{column} IS NULL")
+        if not conds:
+            return [], self.rows_dataset.schema.empty_table()
+        cond = f"{spec_members(spec_id)} AND ({' OR '.join(conds)})"
+        namespaces = self.rows_dataset.to_table(filter=where(NAMESPACE_ROWS, cond))
+        return self.leaves(cond), namespaces
 
     def leaves_of_spec(self, spec_id: int) -> list[Leaf]:
         return self.leaves(spec_members(spec_id))
