@@ -79,15 +79,28 @@ def ensure(ds: lance.LanceDataset, storage_options: Options = None) -> lance.Lan
     return lance.dataset(ds.uri, storage_options=storage_options) if todo else ds
 
 
-def refresh(ds: lance.LanceDataset, storage_options: Options = None, compact: bool = True) -> bool:
-    """Compact ``__manifest`` (small fragments, deletions), create missing indexes and
-    index the rows no index covers. Returns whether anything was committed."""
+def refresh(
+    ds: lance.LanceDataset,
+    storage_options: Options = None,
+    compact: bool = True,
+    materialize: bool = True,
+) -> bool:
+    """Compact ``__manifest``, create missing indexes and index the rows no index
+    covers. Returns whether anything was committed.
+
+    ``materialize``: also rewrite fragments to drop every masked row (``ns.compact()``);
+    without it only small fragments are merged and a fragment is rewritten once a
+    tenth of it is masked (Lance's default), which keeps a writer's share of the
+    upkeep proportional to what commits added, not to the namespace.
+    """
     changed = False
     if compact and (
         len(ds.get_fragments()) > 1
         or any(f.metadata.deletion_file is not None for f in ds.get_fragments())
     ):
-        ds.optimize.compact_files(materialize_deletions_threshold=0.0)
+        ds.optimize.compact_files(
+            **({"materialize_deletions_threshold": 0.0} if materialize else {})
+        )
         changed = True
         ds = lance.dataset(ds.uri, storage_options=storage_options)
     if ds.count_rows() >= INDEX_MIN_ROWS or indexed_columns(ds):
@@ -104,7 +117,7 @@ def maintain(ds: lance.LanceDataset, storage_options: Options = None) -> None:
     """After a commit of rows: the cheap checks, and the work only when due (best effort)."""
     try:
         if len(ds.get_fragments()) > LOOSE_FRAGMENTS:
-            refresh(ds, storage_options)
+            refresh(ds, storage_options, materialize=False)
         elif missing(ds) and ds.count_rows() >= INDEX_MIN_ROWS:
             refresh(ds, storage_options, compact=False)
     except Exception as exc:  # a concurrent commit won, or the store refused: next time
