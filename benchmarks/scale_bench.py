@@ -22,8 +22,9 @@ Measured at each size (median of ``--reps`` unless said):
 4. one append of one row into each of 1,000 existing partitions: the whole
    append, and its commit alone (staging 1,000 leaf versions and the one
    ``__manifest`` commit; goal < 1 s; median of 2);
-5. ``count()`` with no filter and ``count("k < 1000")`` (goal < 2 s, from the
-   row counts ``__manifest`` keeps, without opening the leaves).
+5. ``count()`` with no filter, ``count("k < 1000")`` and ``count("k >= 0")``
+   (goal < 2 s, from the row counts ``__manifest`` keeps, without opening the
+   leaves; the last keeps every partition, one repetition).
 
 Answers are checked (exit status 1 otherwise): plans return the partitions
 plain Lance finds in ``__manifest``, a sample of leaves read with plain Lance
@@ -62,6 +63,7 @@ GOALS = {  # figure -> goal in seconds (issue 15)
     "commit_1000": 1.0,
     "count_all": 2.0,
     "count_partition_filter": 2.0,
+    "count_partition_filter_all": 2.0,
 }
 LABELS = {
     "plan_one": "plan one partition",
@@ -69,10 +71,11 @@ LABELS = {
     "plan_all": "plan all partitions",
     "append_one": "append 1 row into 1 partition",
     "append_one_max": "(slowest of those appends)",
-    "append_1000": "append 1 row into each of 1,000 partitions",
+    "append_1000": "append 1 row into each of 1,000 partitions (all of them below 1,000)",
     "commit_1000": "  of which the commit (1,000 leaves staged + 1 __manifest commit)",
     "count_all": "count(), no filter",
     "count_partition_filter": "count('k < 1000')",
+    "count_partition_filter_all": "count('k >= 0'), every partition",
 }
 
 
@@ -170,6 +173,12 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
     )
     want = min(n, 1000) + sum(1 for k in extra if k < 1000)
     check(set(small) == {want}, f"count('k < 1000') = {small}, wrote {want}")
+    # a partition-only filter that keeps every partition: each leaf's residual is decided
+    everything: list[int] = []
+    out["count_partition_filter_all"] = statistics.median(
+        timed(lambda: everything.append(fresh.count("k >= 0")), 1)
+    )
+    check(everything == [n + len(extra)], f"count('k >= 0') = {everything}")
     out["load_end"] = loadavg()
     return out
 
