@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog import history, layout, repair
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import (
+    ID_CHUNK,
     SCHEMA_KEY,
     SPEC_KEY_PREFIX,
     Manifest,
@@ -206,17 +207,30 @@ class Snapshot:
         """The rows of the leaves ``filter`` selects, from the counts ``__manifest`` keeps.
 
         Returns the sum of every trusted count (``catalog.row_counts``) and the
-        leaves without one, which the caller counts by opening them. Opens no leaf.
+        leaves without one, which the caller counts by opening them. Opens no
+        leaf, and reads only the columns counts need (then the rows of the
+        leaves without a count).
         """
-        rows = self._spec_rows(self._leaf_rows(filter, ["metadata"]))
+        rows = self._spec_rows(self._count_rows(filter))
         counts = trusted_counts(rows)
         known = pc.sum(counts).as_py() or 0
-        rest = rows.filter(pc.is_null(counts)).drop_columns(["metadata"])
-        return known, self._to_leaves(rest)
+        missing = rows.filter(pc.is_null(counts)).column("object_id").to_pylist()
+        if len(missing) <= ID_CHUNK:
+            return known, list(self.leaves_by_id(missing).values())
+        wanted = set(missing)
+        return known, [leaf for leaf in self.leaves(filter) if leaf.object_id in wanted]
+
+    def _count_rows(self, filter: str | None) -> pa.Table:
+        cols = ["object_id", "read_version", "read_branch", "read_tag", "metadata"]
+        try:
+            return self.rows_dataset.to_table(columns=cols, filter=where(TABLE_ROWS, filter))
+        except Exception as exc:
+            self.raise_if_cleaned_up(exc)
+            raise
 
     def stored_counts(self, filter: str | None = None) -> dict[str, int]:
         """Trusted row counts of the leaves ``filter`` selects, by object id (no leaf opened)."""
-        rows = self._spec_rows(self._leaf_rows(filter, ["metadata"]))
+        rows = self._spec_rows(self._count_rows(filter))
         counts = trusted_counts(rows)
         known = rows.filter(pc.is_valid(counts))
         return dict(
