@@ -154,3 +154,30 @@ def test_keys_looked_up_lazily_never_duplicate_a_partition(tmp_path, first):
     keys = {(repr(a), b) for a, b in zip(data["a"].to_pylist(), data["b"].to_pylist(), strict=True)}
     assert rows.num_rows == len(keys) == 6
     assert data.num_rows == 13
+
+
+def test_every_kind_of_commit_works_on_an_indexed_manifest(tmp_path, small_thresholds):
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(_rows(list(range(20)), list(range(20))))
+    assert _indexed(_man(ns.root))
+    ns.overwrite(_rows([100, 101], [3, 30]), dynamic=True)
+    ns.delete("k = 4")
+    ns.evolve_spec("bucket(2, id)")
+    ns.append(_rows([200, 201], [0, 1]))
+    ns.rewrite_partitions()
+    expected = pa.concat_tables(
+        [
+            _rows(
+                [i for i in range(20) if i not in (3, 4)], [i for i in range(20) if i not in (3, 4)]
+            ),
+            _rows([100, 101, 200, 201], [3, 30, 0, 1]),
+        ]
+    ).sort_by("id")
+    ns = lp.open(ns.root)
+    assert ns.to_arrow().sort_by("id").equals(expected)
+    assert ns.count() == expected.num_rows
+    ns.overwrite(_rows([300], [1]))
+    assert lp.open(ns.root).to_arrow().equals(_rows([300], [1]))
+    ds = _man(ns.root)
+    hit = ds.to_table(filter="object_type = 'table'")
+    assert hit.num_rows == 1
