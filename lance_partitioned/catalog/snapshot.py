@@ -7,8 +7,10 @@ plan never mixes two manifest versions.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -51,6 +53,25 @@ _EXACT_TYPES = (int, bool, str, dt.date)
 
 # What a ``Leaf`` is made of, besides the partition columns of every spec.
 LEAF_COLUMNS = ("object_id", "location", "read_version", "read_branch", "read_tag")
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building many small objects.
+
+    A plan of a million partitions creates millions of tuples; each allocation
+    burst triggers collections that re-scan every live object, which made up
+    two thirds of the cost at 100,000 partitions. The objects built (tuples of
+    strings and numbers) cannot form cycles, so nothing is lost by collecting
+    after. Re-enabled on exit only if it was enabled on entry.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Leaf(NamedTuple):
@@ -253,6 +274,10 @@ class Snapshot:
         return rows if pc.all(ours).as_py() is not False else rows.filter(ours)
 
     def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
+        with paused_gc():
+            return self._make_leaves(rows)
+
+    def _make_leaves(self, rows: pa.Table) -> list[Leaf]:
         data = rows.to_pydict()
         oids = data["object_id"]
         # Column-wise work: this runs for every plan(), over up to tens of thousands of rows.

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog.manifest_query import partitions_matching
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, and_all
 from lance_partitioned.format.filters.bind import bind
@@ -234,6 +234,11 @@ class Scan:
             sid: [f.field_id for f in spec.fields] for sid, spec in self.snapshot.specs.items()
         }
         root = self.snapshot.manifest.root.rstrip("/") + "/"
+        leaves = self.leaves
+        with paused_gc():  # one task per partition: up to millions of small objects
+            return self._tasks(leaves, names, root)
+
+    def _tasks(self, leaves: list[Leaf], names: dict[int, list[str]], root: str) -> list[ScanTask]:
         return [
             ScanTask(
                 leaf.object_id,
@@ -246,7 +251,7 @@ class Scan:
                 dict(zip(names[leaf.spec_id], leaf.values, strict=True)),
                 self.leaf_filter(leaf),
             )
-            for leaf in self.leaves
+            for leaf in leaves
         ]
 
     # -- reading ------------------------------------------------------------
