@@ -120,13 +120,15 @@ def build(root: Path, n: int, scratch: Path, budget: float | None = None, seed: 
             location = f"{rng.getrandbits(32):08x}_{oid}"
             d = root / location
             for sub in ("data", "_versions", "_transactions"):
-                os.makedirs(d / sub)
+                # a chunk cut short by a timeout is redone: same names, same files
+                os.makedirs(d / sub, exist_ok=True)
             struct.pack_into("<q", buf, off_k, i)
             struct.pack_into("<q", buf, off_v, i)
             with open(d / "data" / data_name, "wb") as f:
                 f.write(buf)
             for src, rel in links:
-                os.link(src, d / rel)
+                if not (d / rel).exists():
+                    os.link(src, d / rel)
             oids.append(oid)
             locations.append(location)
         for copy, _ in links:
@@ -180,7 +182,9 @@ def _register(root: Path, n: int, scratch: Path, version: int) -> None:
     )
     uri = str(root / "__manifest")
     ds = lance.dataset(uri)
-    lance.write_dataset(conform(rows, ds.schema), uri, mode="append")
+    # a registration cut short after its commit must not add the rows twice
+    if ds.count_rows("object_type = 'table'") == 0:
+        lance.write_dataset(conform(rows, ds.schema), uri, mode="append")
     # what our writers would have done by now (catalog.manifest_index)
     manifest_index.refresh(lance.dataset(uri))
     for p in chunks:
