@@ -111,6 +111,24 @@ def _sql_in(column: str, values: Sequence[Any]) -> str:
     return f"{quote_identifier(column)} IN ({', '.join(render_literal(v) for v in values)})"
 
 
+_SESSION: list[lance.Session] = []
+
+
+def _session() -> lance.Session:
+    """One Lance session for every ``__manifest`` this process opens.
+
+    A session holds Lance's index and metadata caches. Each ``lance.dataset()``
+    call would otherwise start a cold one, and every plan or commit (each opens
+    the latest version) would reload the ``__manifest`` index pages: at a million
+    partitions a 1,000-id lookup took 0.5-0.7 s cold against 0.05 s warm. Index
+    and data files are immutable and cached by path, so sharing is safe across
+    versions and roots.
+    """
+    if not _SESSION:
+        _SESSION.append(lance.Session())
+    return _SESSION[0]
+
+
 class Manifest:
     """Access to one root's ``__manifest`` table."""
 
@@ -135,7 +153,9 @@ class Manifest:
 
     def dataset(self, version: int | str | None = None) -> lance.LanceDataset:
         """The ``__manifest`` dataset at ``version`` (latest when None)."""
-        return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
+        return lance.dataset(
+            self.uri, version=version, storage_options=self.storage_options, session=_session()
+        )
 
     def open_checked(
         self, version: int | str | None = None, for_write: bool = False
