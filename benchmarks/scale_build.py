@@ -21,6 +21,14 @@ builds the namespace with this bulk path instead:
 The result is a valid namespace: every leaf opens with plain Lance and holds
 its own row (``verify`` reads a sample back), and our reader and writer work on
 it unchanged. Building it is not part of any measured figure.
+
+Leaves are made ``CHUNK`` at a time and progress is saved, so a build cut short
+(``budget``, a timeout) resumes where it stopped. Disk: about 20 KiB and five
+inodes per partition on ext4 with 4 KiB blocks (20 GB at a million), 5 KiB with
+1 KiB blocks; a million entries in one directory need ext4's ``large_dir``
+feature on 1 KiB blocks. Our measurements used a loop-mounted ext4 image
+(``mkfs.ext4 -b 1024 -N 7000000 -O ^has_journal,large_dir``), which also makes
+cleaning up a million leaves an unmount instead of an hour of ``rm``.
 """
 
 from __future__ import annotations
