@@ -86,7 +86,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "scale_bench": (
-        ["--sizes", "10000,100000,1000000"],
+        # one run builds everything (a million leaves take a while: see scale_build.py)
+        ["--sizes", "10000,100000,1000000", "--budget", "86400"],
         ["--sizes", "50", "--reps", "1", "--clean"],
     ),
 }
