@@ -85,6 +85,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             *("--reps", "1", "--write-reps", "1"),
         ],
     ),
+    "scale_bench": (
+        # one run builds everything (a million leaves take a while: see scale_build.py)
+        ["--sizes", "10000,100000,1000000", "--budget", "86400"],
+        ["--sizes", "50", "--reps", "1", "--clean"],
+    ),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
 SPARK_SCRIPTS = ("spark_bench", "spj_bench")

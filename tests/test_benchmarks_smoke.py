@@ -70,6 +70,10 @@ def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
         assert "pyiceberg = ref" in text
     if name == "evolution_bench":
         assert "Answers checked" in text
+    if name == "scale_bench":
+        # plans, appends, a commit and counts ran at 50 partitions with their answers checked
+        assert "Answers checked (all passed)" in text and "| count(), no filter |" in text
+        assert (out / f"{name}.png").stat().st_size > 0  # the plot
     if name == "s3_bench":
         assert "Answers checked (all passed)" in text
         # request counts, not times: planning reads only __manifest (the same requests at

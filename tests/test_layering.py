@@ -119,11 +119,11 @@ def test_one_home_for_the_spec_version_namespace_name():
         assert layout.spec_id_of_namespace(other) is None, other
     assert layout.spec_id_of("v3$k7m2n9p4q8r5s3t6$dataset") == 3
     assert layout.spec_members_like(3) == "v3$%"
-    assert spec_members(3) == "object_id LIKE 'v3$%'"
+    assert spec_members(3) == "left(object_id, 3) = 'v3$'"
     assert partitions_matching({1: None, 2: None}) is None
     # object ids are parsed and matched through layout; the __manifest query is composed once
     assert _sources_containing("$%") == ["catalog/layout.py"]
-    assert _sources_containing("object_id LIKE") == ["catalog/manifest_query.py"]
+    assert _sources_containing("left(object_id") == ["catalog/manifest_query.py"]
     assert _sources_containing('startswith("v")') == []
 
 

@@ -278,7 +278,7 @@ def test_residual_filter_drops_only_guaranteed_conjuncts(by_year_month):
 
 
 def test_manifest_query_is_composed_per_spec_version(tmp_path):
-    """One __manifest query: ``object_id LIKE 'v<N>$%'`` AND that spec's predicate, ORed."""
+    """One __manifest query: ``left(object_id, n) = 'v<N>$'`` AND that spec's predicate, ORed."""
     import lance
     import pyarrow.compute as pc
 
@@ -303,8 +303,8 @@ def test_manifest_query_is_composed_per_spec_version(tmp_path):
     )
     assert expected and {t.object_id for t in ns.plan(flt)} == expected
     assert ns.scan(flt).explain().splitlines()[2] == (
-        "__manifest predicate: ((object_id LIKE 'v1$%' AND (partition_field_d_year >= 2024)) "
-        "OR (object_id LIKE 'v2$%' AND (partition_field_name = 'apple')))"
+        "__manifest predicate: ((left(object_id, 3) = 'v1$' AND (partition_field_d_year >= 2024)) "
+        "OR (left(object_id, 3) = 'v2$' AND (partition_field_name = 'apple')))"
     )
     # a spec that prunes nothing keeps all its partitions
     flt = "name = 'apple'"
@@ -313,8 +313,8 @@ def test_manifest_query_is_composed_per_spec_version(tmp_path):
     )
     assert {t.object_id for t in ns.plan(flt)} == expected
     assert ns.scan(flt).explain().splitlines()[2] == (
-        "__manifest predicate: (object_id LIKE 'v1$%' OR "
-        "(object_id LIKE 'v2$%' AND (partition_field_name = 'apple')))"
+        "__manifest predicate: (left(object_id, 3) = 'v1$' OR "
+        "(left(object_id, 3) = 'v2$' AND (partition_field_name = 'apple')))"
     )
 
 

@@ -20,7 +20,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.catalog import commit_safety, storage
+from lance_partitioned.catalog import commit_safety, manifest_index, storage
 from lance_partitioned.catalog.history import removed_version_error
 from lance_partitioned.catalog.layout import join_uri, spec_namespace
 from lance_partitioned.errors import (
@@ -63,6 +63,11 @@ READ_COLUMNS = [f.name for f in READ_FIELDS]
 # A table row's read columns are mirrored in its ``metadata`` JSON under these
 # keys (strings), so that a foreign writer that drops the columns loses nothing.
 READ_MIRROR_KEYS = {c: f"lp.{c}" for c in READ_COLUMNS}
+# Our own metadata key (docs/FORMAT.md "Row counts"): the number of rows of the
+# leaf version a table row publishes, as a decimal string. Written together with
+# the ``lp.read_version`` mirror, so a count is trusted only where that mirror
+# equals the row's ``read_version`` column (``catalog.row_counts``).
+NUM_ROWS_KEY = "lp.num_rows"
 
 
 def _flags(meta: dict[str, str], key: str) -> int:
@@ -92,8 +97,36 @@ def _version_ranges(ds: lance.LanceDataset | None) -> str:
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
 
 
+# Ids per ``object_id IN (...)`` query: each is an indexed lookup, and Lance plans
+# a list of a few thousand literals quickly.
+ID_CHUNK = 2000
+
+
+def id_chunks(ids: Sequence[str], size: int = ID_CHUNK) -> list[Sequence[str]]:
+    """``ids`` in slices of at most ``size`` (one query each)."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
 def _sql_in(column: str, values: Sequence[Any]) -> str:
     return f"{quote_identifier(column)} IN ({', '.join(render_literal(v) for v in values)})"
+
+
+_SESSION: list[lance.Session] = []
+
+
+def _session() -> lance.Session:
+    """One Lance session for every ``__manifest`` this process opens.
+
+    A session holds Lance's index and metadata caches. Each ``lance.dataset()``
+    call would otherwise start a cold one, and every plan or commit (each opens
+    the latest version) would reload the ``__manifest`` index pages: at a million
+    partitions a 1,000-id lookup took 0.5-0.7 s cold against 0.05 s warm. Index
+    and data files are immutable and cached by path, so sharing is safe across
+    versions and roots.
+    """
+    if not _SESSION:
+        _SESSION.append(lance.Session())
+    return _SESSION[0]
 
 
 class Manifest:
@@ -120,7 +153,9 @@ class Manifest:
 
     def dataset(self, version: int | str | None = None) -> lance.LanceDataset:
         """The ``__manifest`` dataset at ``version`` (latest when None)."""
-        return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
+        return lance.dataset(
+            self.uri, version=version, storage_options=self.storage_options, session=_session()
+        )
 
     def open_checked(
         self, version: int | str | None = None, for_write: bool = False
@@ -250,7 +285,7 @@ class Manifest:
             )
         txn, _ = builder.execute_uncommitted(upserts)
         try:
-            return lance.LanceDataset.commit(
+            committed = lance.LanceDataset.commit(
                 self.uri,
                 txn,
                 read_version=base.version,
@@ -265,6 +300,9 @@ class Manifest:
                     f"the write was not published and can be retried: {exc}"
                 ) from exc
             raise
+        # indexes and compaction when due (catalog.manifest_index); never raises
+        manifest_index.maintain(committed, self.storage_options)
+        return committed
 
     def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
         """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""
@@ -301,6 +339,8 @@ class Manifest:
         missing = [f for f in fields if f.name not in ds.schema.names]
         if missing:
             ds.add_columns([pa.field(f.name, f.type, nullable=True) for f in missing])
+            if manifest_index.indexed_columns(ds):  # an indexed manifest indexes them too
+                manifest_index.ensure(self.dataset(), self.storage_options)
         return self.dataset()
 
 
@@ -309,11 +349,20 @@ def with_read_mirror(
     read_version: int | None,
     read_branch: str | None = None,
     read_tag: str | None = None,
+    num_rows: int | None = None,
 ) -> str:
-    """``metadata`` JSON with the ``lp.read_*`` mirror keys set (NULL values have no key)."""
+    """``metadata`` JSON with the ``lp.read_*`` mirror keys and ``lp.num_rows`` set.
+
+    NULL values have no key. This is the one place a table row's published
+    version is written, so the row count always travels with it: a version
+    published without a known count (``num_rows`` None) drops any old count
+    rather than keep a stale one.
+    """
     meta = json.loads(metadata or "{}")
-    for column, value in zip(READ_COLUMNS, (read_version, read_branch, read_tag), strict=True):
-        key = READ_MIRROR_KEYS[column]
+    values = (read_version, read_branch, read_tag)
+    pairs = [*((READ_MIRROR_KEYS[c], v) for c, v in zip(READ_COLUMNS, values, strict=True))]
+    pairs.append((NUM_ROWS_KEY, num_rows))
+    for key, value in pairs:
         if value is None:
             meta.pop(key, None)
         else:
@@ -339,16 +388,23 @@ def republish_rows(
     versions: dict[str, int],
     extra: Sequence[dict[str, Any]] = (),
     branches: dict[str, str | None] | None = None,
+    counts: dict[str, int | None] | None = None,
 ) -> pa.Table:
     """Existing table rows of ``ds`` with ``read_version`` moved to ``versions[object_id]``.
 
     ``read_branch`` becomes ``branches[object_id]`` (None, i.e. main, when not
     given: the version was staged on main), ``read_tag`` is cleared (the
-    published version wins), and the metadata mirror follows. ``extra`` rows
-    (lock rows) are appended.
+    published version wins), and the metadata mirror follows, with the row
+    count ``counts[object_id]`` of the new version (dropped when unknown).
+    ``extra`` rows (lock rows) are appended. Reads only the rows named
+    (an indexed lookup on ``object_id``).
     """
     ids = list(versions)
-    rows = ds.to_table(filter=_sql_in("object_id", ids)) if ids else ds.schema.empty_table()
+    rows = ds.schema.empty_table()
+    if ids:
+        rows = pa.concat_tables(
+            [ds.to_table(filter=_sql_in("object_id", chunk)) for chunk in id_chunks(ids)]
+        )
     data = rows.to_pylist()
     for row in data:
         version = versions[row["object_id"]]
@@ -356,7 +412,8 @@ def republish_rows(
         row["read_version"] = version
         row["read_branch"] = branch
         row["read_tag"] = None
-        row["metadata"] = with_read_mirror(row["metadata"], version, branch)
+        num_rows = (counts or {}).get(row["object_id"])
+        row["metadata"] = with_read_mirror(row["metadata"], version, branch, None, num_rows)
     data.extend(extra)
     return pa.Table.from_pylist(data, schema=ds.schema)
 

@@ -9,7 +9,7 @@ their spec version namespace (``layout.spec_members_like``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.format.expressions import Expr
@@ -24,9 +24,22 @@ def where(kind: str, condition: str | None = None) -> str:
     return kind + (f" AND ({condition})" if condition else "")
 
 
+def object_ids_in(object_ids: Sequence[str]) -> str:
+    """Rows whose ``object_id`` is one of ``object_ids`` (answered by its index)."""
+    return f"object_id IN ({', '.join(render_literal(o) for o in object_ids)})"
+
+
 def spec_members(spec_id: int) -> str:
-    """Rows whose object id lies under spec version ``spec_id``'s namespace (``v<N>$…``)."""
-    return f"object_id LIKE {render_literal(layout.spec_members_like(spec_id))}"
+    """Rows whose object id lies under spec version ``spec_id``'s namespace (``v<N>$…``).
+
+    Spelled ``left(object_id, n) = 'v<N>$'`` rather than a ``LIKE`` on that prefix: Lance
+    answers a LIKE prefix from the ``object_id`` index as a range over every row
+    of the spec (two million at a million partitions), which costs more than all
+    the rest of a plan; ``left(...)`` stays a refine filter applied to the few rows
+    the partition column indexes select (``catalog.manifest_index``).
+    """
+    prefix = layout.spec_members_like(spec_id).removesuffix("%")
+    return f"left(object_id, {len(prefix)}) = {render_literal(prefix)}"
 
 
 def partitions_matching(predicates: Mapping[int, Expr | None]) -> str | None:

@@ -125,7 +125,13 @@ def _delete_once(
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
         branches = {oid: staged.leaves[oid].branch for oid in versions}
-        rows = republish_rows(snapshot.dataset, versions, lock_rows(snapshot.specs), branches)
+        rows = republish_rows(
+            snapshot.dataset,
+            versions,
+            lock_rows(snapshot.specs),
+            branches,
+            staged.num_rows(versions),
+        )
         staged.before_publish()
         published = manifest.commit(snapshot.dataset, rows).version
     except BaseException:

@@ -28,7 +28,7 @@ from typing import Any
 
 import lance
 
-from lance_partitioned.catalog import history, storage
+from lance_partitioned.catalog import history, manifest_index, storage
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
@@ -435,7 +435,8 @@ def _compact(
             staged.before_publish()
             try:
                 published = manifest.commit(
-                    base.dataset, republish_rows(base.dataset, versions)
+                    base.dataset,
+                    republish_rows(base.dataset, versions, counts=staged.num_rows(versions)),
                 ).version
                 break
             except CommitConflictError:
@@ -477,20 +478,15 @@ def _tolerant(fn: Any, report: MaintenanceReport) -> Any:
 
 
 def _compact_manifest(manifest: Manifest) -> bool:
-    """Rewrite ``__manifest``'s small fragments (each commit adds one); a concurrent commit wins."""
-    ds = manifest.dataset()
-    if len(ds.get_fragments()) <= 1 and not any(
-        f.metadata.deletion_file is not None for f in ds.get_fragments()
-    ):
-        return False
+    """Rewrite ``__manifest``'s small fragments (each commit adds one) and bring its
+    indexes up to date (``catalog.manifest_index.refresh``); a concurrent commit wins."""
     try:
-        ds.optimize.compact_files(materialize_deletions_threshold=0.0)
+        return manifest_index.refresh(manifest.dataset(), manifest.storage_options)
     except Exception as exc:
         if is_conflict(exc):
             log.info("__manifest compaction lost to a concurrent commit; try again later")
             return False
         raise
-    return True
 
 
 __all__ = ["MaintenanceReport", "cleanup", "compact", "leaf_references", "vacuum"]

@@ -110,20 +110,48 @@ class WrittenFiles:
 
 
 class PartitionResolver:
-    """Maps partition keys of the current spec to existing leaves or new locations."""
+    """Maps partition keys of the current spec to existing leaves or new locations.
+
+    Keys are looked up in ``__manifest`` as writes meet them, a batch at a time
+    (``prefetch``; an indexed query, ``Snapshot.rows_for_keys``), so a write
+    touching a few partitions costs a few lookups however big the namespace
+    is. Past ``KEY_LOOKUP_LIMIT`` keys, or for keys an index cannot look up,
+    every row of the spec is read once instead.
+    """
+
+    KEY_LOOKUP_LIMIT = 2_000
 
     def __init__(self, snapshot: Snapshot, secret: bytes, replacing: Collection[str] = ()):
         self.snapshot = snapshot
         self.spec: PartitionSpec = snapshot.current_spec
         self.secret = secret
         # leaves this write replaces get a new leaf, never an append
-        self._leaves = {
-            tuple(leaf.values): leaf
-            for leaf in snapshot.leaves_of_spec(self.spec.spec_id)
-            if leaf.object_id not in replacing
-        }
+        self._replacing = set(replacing)
+        self._leaves: dict[tuple[Any, ...], Leaf] = {}
         self._namespaces: dict[tuple[Any, ...], str] = {}
-        ns_rows = snapshot.namespace_rows(self.spec.spec_id).to_pydict()
+        self._looked_up: set[tuple[Any, ...]] = set()
+        self._complete = False  # every row of the spec is loaded
+
+    def prefetch(self, keys: Iterable[tuple[Any, ...]]) -> None:
+        """Look up the rows of the keys not looked up yet, in one query."""
+        if self._complete:
+            return
+        todo = [k for k in dict.fromkeys(keys) if k not in self._looked_up]
+        if not todo:
+            return
+        sid = self.spec.spec_id
+        found = None
+        if len(self._looked_up) + len(todo) <= self.KEY_LOOKUP_LIMIT:
+            found = self.snapshot.rows_for_keys(sid, todo)
+        if found is None:
+            found = (self.snapshot.leaves_of_spec(sid), self.snapshot.namespace_rows(sid))
+            self._complete = True
+        self._looked_up.update(todo)
+        leaves, ns_table = found
+        for leaf in leaves:
+            if leaf.object_id not in self._replacing:
+                self._leaves[tuple(leaf.values)] = leaf
+        ns_rows = ns_table.to_pydict()
         cols = [f.column for f in self.spec.fields]
         for i, oid in enumerate(ns_rows["object_id"]):
             depth = len(layout.split_id(oid)) - 1
@@ -133,6 +161,8 @@ class PartitionResolver:
             self._namespaces[prefix] = oid
 
     def resolve(self, key: tuple[Any, ...]) -> LeafWrite:
+        """The leaf ``key`` writes into: an existing one, or a new location."""
+        self.prefetch([key])
         spec = self.spec
         existing: Leaf | None = self._leaves.get(key)
         if existing is not None:
@@ -228,6 +258,7 @@ class PartitionWriter:
         return list(split_by_keys(batch, keys))
 
     def _accept(self, num_rows: int, groups: list[tuple[tuple[Any, ...], pa.RecordBatch]]) -> None:
+        self.resolver.prefetch(key for key, _ in groups)  # one __manifest lookup per batch
         for key, rows in groups:
             self._buffer(key, rows)
         if self.progress:

@@ -127,6 +127,7 @@ def _manifest_rows(
     written: WrittenFiles,
     versions: dict[str, int],
     branches: dict[str, str | None] | None = None,
+    counts: dict[str, int | None] | None = None,
 ) -> pa.Table:
     spec_cols: dict[int, list[str]] = {
         sid: [f.column for f in s.fields] for sid, s in snapshot.specs.items()
@@ -158,6 +159,8 @@ def _manifest_rows(
                 ),
                 version,
                 branch,
+                None,
+                (counts or {}).get(leaf_write.object_id),
             ),
             "read_version": version,
             "read_branch": branch,
@@ -209,7 +212,8 @@ def _publish_rows(
     """The ``__manifest`` upserts and deletes that publish ``staged`` on top of ``base``."""
     versions = {oid: s.version for oid, s in staged.leaves.items()}
     branches = {oid: s.branch for oid, s in staged.leaves.items()}
-    upserts = _manifest_rows(base, written, versions, branches)
+    counts = {oid: s.num_rows for oid, s in staged.leaves.items()}
+    upserts = _manifest_rows(base, written, versions, branches, counts)
     deletes: list[str] = []
     if mode is WriteMode.OVERWRITE or replaces:
         keep = {leaf_write.object_id for leaf_write in written.leaves.values()}
@@ -264,8 +268,8 @@ def commit_write(
     staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
     existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
     planned: dict[str, Leaf] = {}
-    if existing:
-        by_id = {leaf.object_id: leaf for leaf in snapshot.leaves()}
+    if existing:  # indexed lookups of the touched rows only: O(touched), not O(namespace)
+        by_id = snapshot.leaves_by_id([leaf_write.object_id for leaf_write in existing])
         planned = {leaf_write.object_id: by_id[leaf_write.object_id] for leaf_write in existing}
     pause_point("files_written")
     published: int | None = None
@@ -314,8 +318,8 @@ def _check_replaced_unchanged(planned: Snapshot, latest: Snapshot, replaces: Seq
     """Leaves being replaced must still be exactly what the write read."""
     if not replaces:
         return
-    before = {leaf.object_id: leaf for leaf in planned.leaves()}
-    now = {leaf.object_id: leaf for leaf in latest.leaves()}
+    before = planned.leaves_by_id(replaces)
+    now = latest.leaves_by_id(replaces)
     for oid in replaces:
         if now.get(oid) != before.get(oid):
             raise CommitConflictError(
@@ -353,14 +357,22 @@ def _rebase(
     latest = Snapshot.load(manifest, for_write=True)
     if latest.specs != planned.specs or latest.schema != planned.schema:
         raise CommitConflictError("the namespace schema or partition spec changed during the write")
-    by_id = {leaf.object_id: leaf for leaf in latest.leaves()}
     if mode is WriteMode.OVERWRITE:
+        by_id = {leaf.object_id: leaf for leaf in latest.leaves()}
         before = {leaf.object_id: leaf.version_ref() for leaf in planned.leaves()}
         if before != {oid: leaf.version_ref() for oid, leaf in by_id.items()}:
             raise CommitConflictError(
                 "partitions changed concurrently during an overwrite of the whole namespace"
             )
-    by_key = {(leaf.spec_id, tuple(leaf.values)) for leaf in by_id.values()}
+    else:  # only the rows this write touches: O(touched)
+        by_id = latest.leaves_by_id(
+            [
+                leaf_write.object_id
+                for leaf_write in written.leaves.values()
+                if not leaf_write.is_new
+            ]
+        )
+    by_key = _existing_keys(latest, [k for k, lw in written.leaves.items() if lw.is_new])
     for (sid, key), leaf_write in written.leaves.items():
         if leaf_write.is_new:
             if (sid, key) in by_key:
@@ -382,6 +394,21 @@ def _rebase(
         published[leaf_write.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)
     return latest
+
+
+def _existing_keys(
+    latest: Snapshot, keys: list[tuple[int, tuple[Any, ...]]]
+) -> set[tuple[int, tuple[Any, ...]]]:
+    """Which of ``keys`` (spec id, partition key) name a partition in ``latest``."""
+    by_spec: dict[int, list[tuple[Any, ...]]] = {}
+    for sid, key in keys:
+        by_spec.setdefault(sid, []).append(key)
+    out: set[tuple[int, tuple[Any, ...]]] = set()
+    for sid, spec_keys in by_spec.items():
+        found = latest.rows_for_keys(sid, spec_keys) if len(spec_keys) <= 2_000 else None
+        leaves = found[0] if found is not None else latest.leaves_of_spec(sid)
+        out |= {(sid, tuple(leaf.values)) for leaf in leaves}
+    return out
 
 
 def _discard_unstaged(snapshot: Snapshot, written: WrittenFiles, staged: StagedSet) -> None:

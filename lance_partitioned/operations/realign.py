@@ -132,7 +132,8 @@ def realign_field_ids(manifest: Manifest) -> RealignReport:
         pause_point("leaves_staged")
         versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
         published = manifest.commit(
-            snapshot.dataset, republish_rows(snapshot.dataset, versions)
+            snapshot.dataset,
+            republish_rows(snapshot.dataset, versions, counts=staged.num_rows(versions)),
         ).version
     except BaseException:
         if published is None:

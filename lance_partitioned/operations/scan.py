@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog.manifest_query import partitions_matching
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, and_all
 from lance_partitioned.format.filters.bind import bind
@@ -239,6 +239,10 @@ class Scan:
         }
         root = self.snapshot.manifest.root.rstrip("/") + "/"
         leaves = self.leaves
+        with paused_gc():  # one task per partition: up to millions of small objects
+            return self._tasks(leaves, names, root)
+
+    def _tasks(self, leaves: list[Leaf], names: dict[int, list[str]], root: str) -> list[ScanTask]:
         residuals = (
             map(self.leaf_filter, leaves) if self.expr is not None else itertools.repeat(None)
         )
@@ -354,7 +358,24 @@ class Scan:
         return to_polars(self, lazy)
 
     def count(self) -> int:
-        """Number of matching rows, counted inside Lance without materialising them."""
+        """Number of matching rows.
+
+        A leaf the filter selects whole (no filter, or only partition columns
+        decide it: no residual) is counted from the row count ``__manifest``
+        keeps with it (docs/FORMAT.md "Row counts") without opening it; any
+        other leaf is counted inside Lance without materialising its rows.
+        """
+        if self.expr is None:
+            known, rest = self.snapshot.row_counts(self.manifest_sql)
+            return known + self._count_opened(rest)
+        whole = {leaf.object_id for leaf in self.leaves if self.leaf_filter(leaf) is None}
+        stored = self.snapshot.stored_counts(self.manifest_sql) if whole else {}
+        counted = whole & stored.keys()
+        known = sum(stored[oid] for oid in counted)
+        return known + self._count_opened([lf for lf in self.leaves if lf.object_id not in counted])
+
+    def _count_opened(self, leaves: list[Leaf]) -> int:
+        """Rows of ``leaves`` matching their residual filter, counted by opening each."""
 
         def count_leaf(leaf: Leaf) -> int:
             ds = self.snapshot.open_leaf(leaf)
@@ -364,8 +385,10 @@ class Scan:
                 return ds.count_rows(filter=self.leaf_filter(leaf))
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 
+        if not leaves:
+            return 0
         with ThreadPoolExecutor(_threads()) as pool:
-            return sum(pool.map(count_leaf, self.leaves))
+            return sum(pool.map(count_leaf, leaves))
 
     def explain(self) -> str:
         """Human-readable pruning summary."""

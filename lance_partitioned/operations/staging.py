@@ -68,6 +68,9 @@ class StagedLeaf:
     # data / deletion files (relative paths) the staged version adds to the published
     # content; None when unknown (then ``check_staged`` works them out from storage)
     added: frozenset[str] | None = None
+    # rows of the staged version (Lance counts them from fragment metadata), published
+    # with it as ``lp.num_rows`` (docs/FORMAT.md "Row counts"); None when unknown
+    num_rows: int | None = None
 
     @property
     def changed(self) -> bool:
@@ -268,7 +271,8 @@ def stage_leaf(
                 continue  # another commit slipped in between our preparatory ones
             op = change.operation(base)
             if op is None:
-                return StagedLeaf(uri, pub, pub if base is clean else base.version, branch)
+                version = pub if base is clean else base.version
+                return StagedLeaf(uri, pub, version, branch, num_rows=base.count_rows())
             result = _commit(base, op, base.version, txn, storage_options)
         except PartitionedNamespaceError:
             raise  # ours: foreign versions, a cleaned-up base; retrying here cannot help
@@ -278,7 +282,14 @@ def stage_leaf(
             last = exc
             continue
         if result.version == base.version + 1:
-            return StagedLeaf(uri, pub, result.version, branch, added=operation_files(op))
+            return StagedLeaf(
+                uri,
+                pub,
+                result.version,
+                branch,
+                added=operation_files(op),
+                num_rows=result.count_rows(),
+            )
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(
@@ -335,7 +346,13 @@ def stage_new_leaf(
         ds = _commit(ds, op, 1, txn, storage_options)
         if ds.version != 2:
             raise CommitConflictError(f"new partition directory {uri!r} was written concurrently")
-    return StagedLeaf(uri, None, ds.version, added=frozenset(fragment_files(fragments)))
+    return StagedLeaf(
+        uri,
+        None,
+        ds.version,
+        added=frozenset(fragment_files(fragments)),
+        num_rows=ds.count_rows(),
+    )
 
 
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +111,10 @@ class StagedSet:
     leaves: dict[str, StagedLeaf] = field(default_factory=dict)
     new_dirs: list[str] = field(default_factory=list)
     lease: Any = None
+
+    def num_rows(self, object_ids: Iterable[str]) -> dict[str, int | None]:
+        """The row count of each named leaf's staged version (None when unknown)."""
+        return {oid: self.leaves[oid].num_rows for oid in object_ids}
 
     def before_publish(self) -> None:
         """Call right before the ``__manifest`` commit: everything it will publish must exist.

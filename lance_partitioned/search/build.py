@@ -251,7 +251,7 @@ def _publish(
             return None, []
         pause_point("leaves_staged")
         branches = {oid: staged.leaves[oid].branch for oid in versions}
-        rows = republish_rows(base, versions, (), branches)
+        rows = republish_rows(base, versions, (), branches, staged.num_rows(versions))
         staged.before_publish()
         published = manifest.commit(base, rows).version
     except BaseException:
