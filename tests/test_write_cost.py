@@ -187,3 +187,31 @@ def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, 
     assert len(calls) == 6  # every new leaf was attempted (in threads) before the abort
     assert sorted(os.listdir(root)) == before  # no new partition directory is left
     assert sorted(lp.open(root).to_arrow()["v"].to_pylist()) == [0, 1]
+
+
+def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkeypatch):
+    """Every new leaf is checked right before publishing, in one batched call; a gap is named."""
+    from lance_partitioned.catalog import storage
+    from lance_partitioned.operations.staged_check import (
+        StagedFilesMissingError,
+        check_staged_all,
+    )
+    from lance_partitioned.operations.staging import StagedLeaf
+
+    leaves = []
+    for i in range(5):
+        uri = str(tmp_path / f"leaf{i}")
+        ds = lance.write_dataset(pa.table({"a": [i]}), uri)
+        files = frozenset(fragment_files([f.metadata for f in ds.get_fragments()]))
+        leaves.append(StagedLeaf(uri, None, 1, added=files))
+    calls = []
+    real = storage.Storage.missing
+    monkeypatch.setattr(
+        storage.Storage, "missing", lambda self, uris: calls.append(1) or real(self, uris)
+    )
+    check_staged_all(leaves, None)
+    assert len(calls) == 1
+    gone = sorted(leaves[3].added)[0]
+    os.remove(os.path.join(leaves[3].uri, gone))
+    with pytest.raises(StagedFilesMissingError, match=gone.split("/")[-1]):
+        check_staged_all(leaves, None)
