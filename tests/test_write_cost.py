@@ -215,3 +215,18 @@ def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkey
     os.remove(os.path.join(leaves[3].uri, gone))
     with pytest.raises(StagedFilesMissingError, match=gone.split("/")[-1]):
         check_staged_all(leaves, None)
+
+
+def test_a_created_leaf_cannot_be_merged_with_another_writers_files(tmp_path):
+    """A created leaf's version 1 holds its own writer's rows: merging more would lose them."""
+    from lance_partitioned.errors import PartitionedNamespaceError
+    from lance_partitioned.operations.publish import WriteMode
+    from lance_partitioned.operations.write import WriteJob
+
+    table = pa.table({"k": pa.array([1, 2], pa.int32()), "v": pa.array([1, 2])})
+    ns = lp.create(str(tmp_path / "ns"), table.schema, "k")
+    job = WriteJob(ns.manifest, ns.manifest.dataset().version, WriteMode.APPEND)
+    shared = job.write(lambda w: w.write_all(iter(table.to_batches())), shared=True)
+    created = job.write(lambda w: w.write_all(iter(table.to_batches())))
+    with pytest.raises(PartitionedNamespaceError, match="must not create leaves"):
+        shared.merge(created)

@@ -98,6 +98,12 @@ class WrittenFiles:
             mine = self.leaves.get(k)
             if mine is None:
                 self.leaves[k] = leaf_write
+            elif mine.created_version is not None or leaf_write.created_version is not None:
+                # a created leaf's version holds its writer's rows only
+                raise PartitionedNamespaceError(
+                    f"partition {leaf_write.object_id!r} was created by one writer and written "
+                    "by another: writers sharing a job must not create leaves"
+                )
             else:
                 mine.fragments.extend(leaf_write.fragments)
                 mine.rows += leaf_write.rows
