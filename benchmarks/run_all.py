@@ -53,6 +53,19 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--commits", "1000"],
         ["--commits", "6", "--latency-partitions", "1,5", "--writers", "1,2", "--txns", "2"],
     ),
+    "many_partitions_bench": (
+        [],
+        [
+            "--partitions",
+            "20,40",
+            "--compare-upto",
+            "20",
+            "--reps",
+            "1",
+            "--commit-partitions",
+            "10",
+        ],
+    ),
     "fix_experiments": (["--sf", "1"], ["--sf", "0.01", "--reps", "1"]),
     "spark_bench": (
         ["--sf", "1", "--partitions", "10000"],

@@ -153,11 +153,25 @@ class Injected(RuntimeError):
     pass
 
 
+@pytest.mark.parametrize("create", [True, False], ids=["created", "files"])
 @pytest.mark.parametrize("where", ["sequential", "parallel", "publish"])
-def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, where):
-    """D15: new partition directories are removed, existing partitions restored, no warning."""
-    import lance_partitioned.operations.publish as write_mod
+def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, where, create):
+    """D15: new partition directories are removed, existing partitions restored, no warning.
 
+    ``created``: the writer creates the new leaves' datasets itself (the default
+    for a job's only writer), so only the existing leaves are staged at publish
+    time; ``files``: the new leaves' files are staged with ``stage_new_leaf``.
+    """
+    import lance_partitioned.operations.publish as write_mod
+    import lance_partitioned.operations.write as job_mod
+
+    if not create:
+        real_writer = job_mod.PartitionWriter
+        monkeypatch.setattr(
+            job_mod,
+            "PartitionWriter",
+            lambda *a, **k: real_writer(*a, **{**k, "create_leaves": False}),
+        )
     if where == "sequential":  # staging stops at the first failure: some leaves never staged
         monkeypatch.setenv("LP_TEST_PAUSE_AT", "no-such-point")
     calls = []
@@ -187,7 +201,7 @@ def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, wher
     root_before, before = store.listdir(ns.root), state(ns.root)
     with pytest.raises(Injected), caplog.at_level("WARNING"):
         ns.append(rows("x", [1, 7, 2, 8], 2, 100))  # two existing partitions, two new ones
-    assert len(calls) == (2 if where == "sequential" else 4)
+    assert len(calls) == (2 if where == "sequential" or create else 4)
     assert store.listdir(ns.root) == root_before  # no new partition directory
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
     for loc, v in leaves.items():

@@ -8,9 +8,11 @@ and that the guarantees those paths keep still hold.
 from __future__ import annotations
 
 import json
+import os
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from lance.fragment import write_fragments
 
@@ -79,3 +81,152 @@ def test_namespace_layout_is_computed_once_per_commit_not_per_new_leaf(tmp_path,
     # and the write is whole: every row back, per partition
     back = lp.open(str(tmp_path / "ns")).scan().to_arrow().sort_by("k")
     assert back.column("v").to_pylist() == list(range(20))
+
+
+# -- a new partition costs one Lance call --------------------------------------------
+
+
+def _count_leaf_lance_calls(monkeypatch, root: str) -> list[str]:
+    """Record every Lance call that writes into a leaf of ``root`` (not ``__manifest``)."""
+    from lance_partitioned.operations import partition_writer
+
+    calls: list[str] = []
+
+    def leaf_uri(uri: object) -> str | None:
+        text = str(getattr(uri, "uri", uri))
+        return text if text.startswith(root) and "__manifest" not in text else None
+
+    def counting(name: str, real):
+        def wrapped(*args, **kwargs):
+            uri = kwargs.get("uri", args[1] if name == "write_dataset" else args[0])
+            if leaf_uri(uri):
+                calls.append(name)
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(lance, "write_dataset", counting("write_dataset", lance.write_dataset))
+    monkeypatch.setattr(
+        partition_writer,
+        "write_fragments",
+        counting("write_fragments", partition_writer.write_fragments),
+    )
+    monkeypatch.setattr(
+        lance.LanceDataset, "commit", staticmethod(counting("commit", lance.LanceDataset.commit))
+    )
+    return calls
+
+
+def test_an_append_creates_each_new_partition_with_one_lance_call(tmp_path, monkeypatch):
+    root = str(tmp_path / "ns")
+    table = pa.table(
+        {"k": pa.array([i % 20 for i in range(60)], pa.int32()), "v": pa.array(range(60))}
+    )
+    ns = lp.create(root, table.schema, "k")
+    calls = _count_leaf_lance_calls(monkeypatch, root)
+    result = ns.append(table, progress=False)
+    monkeypatch.undo()
+    assert result.new_partitions == 20
+    # one write_dataset per new leaf: no separate file write plus staging commit
+    assert calls == ["write_dataset"] * 20
+    # each leaf is a whole Lance dataset at version 1, tagged with one transaction id,
+    # with the namespace's field ids and exactly its partition's rows (oracle: pyarrow)
+    want_ids = [int(f.metadata[b"lance:field_id"]) for f in lp.open(root).schema.arrow]
+    txns = set()
+    for task in lp.open(root).plan():
+        ds = lance.dataset(task.uri)
+        assert (task.read_version, ds.version) == (1, 1)
+        txns.add(ds.read_transaction(1).transaction_properties["lp.txn"])
+        assert [f.id() for f in ds.lance_schema.fields()] == want_ids
+        k = task.partition_values["k"]
+        expected = table.filter(pc.equal(table["k"], k)).sort_by("v")
+        assert ds.to_table().sort_by("v").select(["k", "v"]) == expected
+    assert len(txns) == 1
+
+
+def test_writers_sharing_a_job_leave_new_leaves_to_the_commit(tmp_path):
+    """Spark tasks write into the same new partition directories: none may create the dataset."""
+    from lance_partitioned.operations.publish import WriteMode
+    from lance_partitioned.operations.write import WriteJob
+
+    root = str(tmp_path / "ns")
+    table = pa.table({"k": pa.array([1, 2, 3], pa.int32()), "v": pa.array([1, 2, 3])})
+    ns = lp.create(root, table.schema, "k")
+    job = WriteJob(ns.manifest, ns.manifest.dataset().version, WriteMode.APPEND)
+    parts = [job.write(lambda w: w.write_all(iter(table.to_batches())), shared=True)]
+    parts.append(job.write(lambda w: w.write_all(iter(table.to_batches())), shared=True))
+    for leaf_write in parts[0].leaves.values():
+        assert leaf_write.created_version is None
+        uri = job.snapshot.leaf_uri(leaf_write.location)
+        assert not os.path.exists(os.path.join(uri, "_versions"))  # files only
+    written = parts[0].merge(parts[1])
+    job.commit(written)
+    assert sorted(lp.open(root).to_arrow()["v"].to_pylist()) == [1, 1, 2, 2, 3, 3]
+
+
+def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, monkeypatch):
+    from lance_partitioned.operations import partition_writer
+
+    root = str(tmp_path / "ns")
+    table = pa.table({"k": pa.array(range(8), pa.int32()), "v": pa.array(range(8))})
+    ns = lp.create(root, table.schema, "k")
+    ns.append(table.slice(0, 2))
+    before = sorted(os.listdir(root))
+    calls = []
+    real = partition_writer.create_leaf
+
+    def failing(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise RuntimeError("injected failure creating a leaf")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(partition_writer, "create_leaf", failing)
+    with pytest.raises(RuntimeError, match="injected"):
+        ns.append(table.slice(2), progress=False)
+    assert len(calls) == 6  # every new leaf was attempted (in threads) before the abort
+    assert sorted(os.listdir(root)) == before  # no new partition directory is left
+    assert sorted(lp.open(root).to_arrow()["v"].to_pylist()) == [0, 1]
+
+
+def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkeypatch):
+    """Every new leaf is checked right before publishing, in one batched call; a gap is named."""
+    from lance_partitioned.catalog import storage
+    from lance_partitioned.operations.staged_check import (
+        StagedFilesMissingError,
+        check_staged_all,
+    )
+    from lance_partitioned.operations.staging import StagedLeaf
+
+    leaves = []
+    for i in range(5):
+        uri = str(tmp_path / f"leaf{i}")
+        ds = lance.write_dataset(pa.table({"a": [i]}), uri)
+        files = frozenset(fragment_files([f.metadata for f in ds.get_fragments()]))
+        leaves.append(StagedLeaf(uri, None, 1, added=files))
+    calls = []
+    real = storage.Storage.missing
+    monkeypatch.setattr(
+        storage.Storage, "missing", lambda self, uris: calls.append(1) or real(self, uris)
+    )
+    check_staged_all(leaves, None)
+    assert len(calls) == 1
+    gone = sorted(leaves[3].added)[0]
+    os.remove(os.path.join(leaves[3].uri, gone))
+    with pytest.raises(StagedFilesMissingError, match=gone.split("/")[-1]):
+        check_staged_all(leaves, None)
+
+
+def test_a_created_leaf_cannot_be_merged_with_another_writers_files(tmp_path):
+    """A created leaf's version 1 holds its own writer's rows: merging more would lose them."""
+    from lance_partitioned.errors import PartitionedNamespaceError
+    from lance_partitioned.operations.publish import WriteMode
+    from lance_partitioned.operations.write import WriteJob
+
+    table = pa.table({"k": pa.array([1, 2], pa.int32()), "v": pa.array([1, 2])})
+    ns = lp.create(str(tmp_path / "ns"), table.schema, "k")
+    job = WriteJob(ns.manifest, ns.manifest.dataset().version, WriteMode.APPEND)
+    shared = job.write(lambda w: w.write_all(iter(table.to_batches())), shared=True)
+    created = job.write(lambda w: w.write_all(iter(table.to_batches())))
+    with pytest.raises(PartitionedNamespaceError, match="must not create leaves"):
+        shared.merge(created)

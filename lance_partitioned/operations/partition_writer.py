@@ -36,9 +36,13 @@ from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
 from lance_partitioned.operations.split import split_by_keys
-from lance_partitioned.operations.transaction import remove_dir, remove_file
+from lance_partitioned.operations.staging import create_leaf
+from lance_partitioned.operations.transaction import new_txn_id, remove_dir, remove_file
 
 log = logging.getLogger(__name__)
+
+# Threads flushing partitions in ``finish``; Lance releases the GIL while it writes.
+FINISH_THREADS = 4
 
 # -- what writers produce -----------------------------------------------------
 
@@ -70,6 +74,11 @@ class LeafWrite:
         state["opened"] = None
         return state
 
+    # Set when the writer created the new leaf's dataset itself
+    # (``staging.create_leaf``): this version is staged already, tagged with
+    # ``WrittenFiles.txn``, and publishing only records it.
+    created_version: int | None = None
+
     def fragment_metadata(self) -> list[FragmentMetadata]:
         """The written fragments, decoded."""
         return [FragmentMetadata.from_json(f) for f in self.fragments]
@@ -85,6 +94,9 @@ class WrittenFiles:
 
     snapshot_version: int
     leaves: dict[tuple[int, tuple[Any, ...]], LeafWrite] = field(default_factory=dict)
+    # The transaction id the leaves a writer created carry (``LeafWrite.created_version``);
+    # the publishing transaction takes it. None when no writer creates leaves.
+    txn: str | None = None
 
     def merge(self, other: WrittenFiles) -> WrittenFiles:
         if other.snapshot_version != self.snapshot_version:
@@ -92,10 +104,17 @@ class WrittenFiles:
                 f"cannot merge writes planned against manifest versions {self.snapshot_version} "
                 f"and {other.snapshot_version}"
             )
+        self.txn = self.txn or other.txn
         for k, leaf_write in other.leaves.items():
             mine = self.leaves.get(k)
             if mine is None:
                 self.leaves[k] = leaf_write
+            elif mine.created_version is not None or leaf_write.created_version is not None:
+                # a created leaf's version holds its writer's rows only
+                raise PartitionedNamespaceError(
+                    f"partition {leaf_write.object_id!r} was created by one writer and written "
+                    "by another: writers sharing a job must not create leaves"
+                )
             else:
                 mine.fragments.extend(leaf_write.fragments)
                 mine.rows += leaf_write.rows
@@ -201,6 +220,15 @@ class PartitionWriter:
 
     Memory stays bounded by ``max_buffer_bytes`` however many partitions the
     input touches: when the budget is exceeded the largest buffers are flushed.
+
+    With ``create_leaves`` (only for the one writer of a job: writers that
+    share new partition directories must not), a new partition whose rows are
+    all written by ``finish`` gets its dataset created right there, in one
+    Lance call (``staging.create_leaf``) instead of files now and a staging
+    commit at publish time; the created version stays unpublished until the
+    job's ``__manifest`` commit, like any staged version. Used only when
+    Lance's own field numbering gives the namespace's ids (else the two-step
+    ``stage_new_leaf`` is needed).
     """
 
     def __init__(
@@ -212,6 +240,7 @@ class PartitionWriter:
         max_rows_per_file: int = 1 << 20,
         progress: Callable[[int], None] | None = None,
         replacing: Collection[str] = (),
+        create_leaves: bool = False,
     ):
         problem = spec_problem(snapshot)
         if problem is not None:  # e.g. a source id not in the schema: every key would be NULL
@@ -230,6 +259,9 @@ class PartitionWriter:
         self._total_bytes = 0
         self._new_layout = namespace_layout(snapshot.schema)
         self._mappings: dict[str, tuple[WriteMapping, str | None, lance.LanceDataset]] = {}
+        self._create = create_leaves and self._new_layout.is_natural
+        if self._create:
+            self.result.txn = new_txn_id()
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Accept one batch (any column order; cast to the namespace schema)."""
@@ -285,12 +317,21 @@ class PartitionWriter:
     def _flush(self, key: tuple[Any, ...]) -> None:
         self._write_files(key, self._take(key))
 
-    def _write_files(self, key: tuple[Any, ...], batches: list[pa.RecordBatch]) -> None:
-        """Write one partition's buffered rows as Lance data files (thread-safe per key)."""
+    def _write_files(
+        self, key: tuple[Any, ...], batches: list[pa.RecordBatch], last: bool = False
+    ) -> None:
+        """Write one partition's buffered rows as Lance data files (thread-safe per key).
+
+        ``last``: no more rows will come for ``key`` (``finish``), so a new
+        leaf with no files yet may be created at once (``create_leaves``).
+        """
         if not batches:
             return
         leaf_write = self.result.leaves[(self.spec.spec_id, key)]
         table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
+        if last and self._create and leaf_write.is_new and not leaf_write.fragments:
+            self._create_leaf(leaf_write, table.cast(self._new_layout.arrow))
+            return
         if leaf_write.is_new:
             layout, storage_version, mode = self._new_layout, None, "create"
             table = table.cast(layout.arrow)
@@ -313,6 +354,21 @@ class PartitionWriter:
         )
         leaf_write.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
         leaf_write.rows += table.num_rows
+
+    def _create_leaf(self, leaf_write: LeafWrite, table: pa.Table) -> None:
+        """Create the new leaf's dataset with ``table`` as its staged version 1."""
+        assert self.result.txn is not None
+        ds = create_leaf(
+            leaf_write.files_uri(self.snapshot),
+            table,
+            self._new_layout,
+            self.result.txn,
+            self.snapshot.manifest.storage_options,
+            self.max_rows_per_file,
+        )
+        leaf_write.fragments.extend(json.dumps(f.metadata.to_json()) for f in ds.get_fragments())
+        leaf_write.rows += table.num_rows
+        leaf_write.created_version = ds.version
 
     def _leaf_mapping(
         self, leaf_write: LeafWrite
@@ -339,11 +395,11 @@ class PartitionWriter:
         """Flush every buffer (partitions in parallel) and return what was written."""
         pending = [(key, self._take(key)) for key in list(self._buffers)]
         if len(pending) > 1:
-            with ThreadPoolExecutor(min(4, len(pending))) as pool:
-                list(pool.map(lambda item: self._write_files(*item), pending))
+            with ThreadPoolExecutor(min(FINISH_THREADS, len(pending))) as pool:
+                list(pool.map(lambda item: self._write_files(*item, last=True), pending))
         else:
             for key, batches in pending:
-                self._write_files(key, batches)
+                self._write_files(key, batches, last=True)
         return self.result
 
 

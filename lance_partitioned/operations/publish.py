@@ -31,6 +31,7 @@ from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, R
 from lance_partitioned.operations.leaf_schema import namespace_layout
 from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles, abort_write
+from lance_partitioned.operations.staged_check import fragment_files
 from lance_partitioned.operations.staging import (
     StagedLeaf,
     stage_leaf,
@@ -265,7 +266,7 @@ def commit_write(
     mode = WriteMode(mode)  # a WriteMode, or its value ("append", ...); else ValueError
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    staged = StagedSet(new_txn_id(), manifest.storage_options, lease=lease)
+    staged = StagedSet(written.txn or new_txn_id(), manifest.storage_options, lease=lease)
     existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
     planned: dict[str, Leaf] = {}
     if existing:  # indexed lookups of the touched rows only: O(touched), not O(namespace)
@@ -281,8 +282,24 @@ def commit_write(
     own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
     staged.lease = lease or own
     try:
+        # leaves the writer created are staged already: record them (no Lance call)
+        to_stage = []
+        for leaf_write in written.leaves.values():
+            if leaf_write.created_version is None:
+                to_stage.append(leaf_write)
+                continue
+            uri = snapshot.leaf_uri(leaf_write.location)
+            staged.new_dirs.append(uri)
+            staged.leaves[leaf_write.object_id] = StagedLeaf(
+                uri,
+                None,
+                leaf_write.created_version,
+                added=frozenset(fragment_files(leaf_write.fragment_metadata())),
+            )
+        if staged.leaves:
+            pause_point("leaf_staged")
         run_parallel(
-            list(written.leaves.values()),
+            to_stage,
             lambda leaf_write: _stage(
                 snapshot, leaf_write, planned.get(leaf_write.object_id), mode, staged, new_layout
             ),

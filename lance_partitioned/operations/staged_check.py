@@ -13,7 +13,7 @@ version's manifest file.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import lance
@@ -79,6 +79,12 @@ def operation_files(op: Any) -> frozenset[str] | None:
     return None
 
 
+def _manifest_uris(st: storage.Storage, base: str, version: int) -> list[str]:
+    """Where version ``version``'s manifest file is, in Lance's V2 and V1 naming (one exists)."""
+    names = [f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"]
+    return [st.join(base, "_versions", n) for n in names]
+
+
 def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
     """Whether version ``version``'s manifest file exists (Lance's V2 or V1 naming).
 
@@ -90,6 +96,33 @@ def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
         if st.exists(st.join(base, "_versions", name)):
             return True
     return False
+
+
+def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, str] | None) -> None:
+    """``check_staged`` for every leaf, with one batched metadata call per store.
+
+    Leaves whose added files are known are checked together (a commit creating
+    10,000 partitions then costs one call, not 20,000); a leaf found lacking,
+    or whose files are unknown, goes through ``check_staged``, which decides
+    (asking Lance when the manifest is stored elsewhere) and raises the
+    precise error.
+    """
+    by_store: dict[int, tuple[storage.Storage, list[tuple[StagedLeaf, list[str], int]]]] = {}
+    for leaf in staged:
+        if not leaf.changed:
+            continue
+        if leaf.added is None:
+            check_staged(leaf, storage_options)
+            continue
+        st = storage.resolve(leaf.uri, storage_options)
+        uris = _manifest_uris(st, leaf.uri, leaf.version)
+        uris += [st.join(leaf.uri, f) for f in leaf.added]
+        by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 2))
+    for st, leaves in by_store.values():
+        gone = set(st.missing(u for _, uris, _ in leaves for u in uris))
+        for leaf, uris, manifests in leaves:
+            if all(u in gone for u in uris[:manifests]) or any(u in gone for u in uris[manifests:]):
+                check_staged(leaf, storage_options)  # raises, naming what is missing
 
 
 def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> None:

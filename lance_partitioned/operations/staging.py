@@ -355,6 +355,44 @@ def stage_new_leaf(
     )
 
 
+def create_leaf(
+    uri: str,
+    table: Any,
+    layout: IdLayout,
+    txn: str,
+    storage_options: dict[str, str] | None = None,
+    max_rows_per_file: int = 1 << 20,
+) -> lance.LanceDataset:
+    """Create a new leaf holding ``table`` in one Lance call: version 1, staged, unpublished.
+
+    The one-writer form of writing a new partition's files and then
+    ``stage_new_leaf``: the same version 1 (the rows, ``layout``'s columns,
+    ``lp.txn`` = ``txn``), with one Lance call instead of two (about 15% less
+    Lance CPU per tiny leaf: ``benchmarks/many_partitions_bench.py``). Only
+    for a layout Lance's own numbering already gives (``IdLayout.is_natural``):
+    a created dataset's ids cannot be chosen. Raises CommitConflictError when ``uri`` already
+    holds a dataset.
+    """
+    if not layout.is_natural:
+        raise PartitionedNamespaceError(
+            f"leaf {uri!r}: field ids {layout.ids} need the two-step stage_new_leaf"
+        )
+    try:
+        return lance.write_dataset(
+            table,
+            uri,
+            schema=layout.arrow,
+            mode="create",
+            max_rows_per_file=max_rows_per_file,
+            transaction_properties={TXN_PROPERTY: txn},
+            storage_options=storage_options,
+        )
+    except OSError as exc:
+        raise CommitConflictError(
+            f"new partition directory {uri!r} already holds a dataset: {exc}"
+        ) from exc
+
+
 def unstage_leaf(staged: StagedLeaf, txn: str, storage_options: dict[str, str] | None) -> None:
     """Best effort: if ``staged`` is still the leaf's latest version, restore the published one.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_partitioned.catalog import storage
-from lance_partitioned.operations.staged_check import check_staged
+from lance_partitioned.operations.staged_check import check_staged_all
 from lance_partitioned.operations.staging import StagedLeaf, unstage_leaf
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,7 @@ class StagedSet:
         lease between this check and the commit. Raises StagedFilesMissingError
         or LeaseLostError (both retryable; nothing published).
         """
-        for staged in self.leaves.values():
-            check_staged(staged, self.storage_options)
+        check_staged_all(self.leaves.values(), self.storage_options)
         if self.lease is not None:
             self.lease.check()
 

@@ -107,8 +107,14 @@ class WriteJob:
         Spark task, whose peers may write into the same new partition
         directories) only the files this writer recorded.
         """
+        # the job's only writer creates its new leaves' datasets itself (one Lance
+        # call each); writers sharing new partition directories must not
         writer = PartitionWriter(
-            self.snapshot, self.secret, replacing=set(self.replaces), **options
+            self.snapshot,
+            self.secret,
+            replacing=set(self.replaces),
+            create_leaves=not shared,
+            **options,
         )
         try:
             fill(writer)
