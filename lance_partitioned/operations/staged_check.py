@@ -92,10 +92,7 @@ def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
     file that is there costs one HEAD, while asking for a missing name costs a HEAD
     and a listing (``pyarrow.fs`` checks for a directory of that name).
     """
-    for name in (f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"):
-        if st.exists(st.join(base, "_versions", name)):
-            return True
-    return False
+    return any(st.exists(uri) for uri in _manifest_uris(st, base, version))
 
 
 def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, str] | None) -> None:
@@ -115,9 +112,11 @@ def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, st
             check_staged(leaf, storage_options)
             continue
         st = storage.resolve(leaf.uri, storage_options)
-        uris = _manifest_uris(st, leaf.uri, leaf.version)
+        # only the V2 name (what pylance writes): a missing name costs a listing on
+        # object stores; a leaf without it goes through check_staged, which tries V1
+        uris = _manifest_uris(st, leaf.uri, leaf.version)[:1]
         uris += [st.join(leaf.uri, f) for f in leaf.added]
-        by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 2))
+        by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 1))
     for st, leaves in by_store.values():
         gone = set(st.missing(u for _, uris, _ in leaves for u in uris))
         for leaf, uris, manifests in leaves:
