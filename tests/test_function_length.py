@@ -27,11 +27,6 @@ LONG_FUNCTIONS = {
         "the lease) in one try/except/finally, whose contract is its 23-line docstring; "
         "split, the rollback would be separated from what it undoes"
     ),
-    "spark/search.py:search": (
-        "a public API whose 30-line docstring is the contract; the code is one linear "
-        "recipe (plan on the driver, result schemas, cross join, per-task search, merge) "
-        "whose two closures capture the plan"
-    ),
 }
 
 

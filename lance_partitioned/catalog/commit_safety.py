@@ -34,6 +34,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from lance_partitioned.catalog import storage as st
+from lance_partitioned.catalog.storage_options import TRUST_CONDITIONAL_PUT, raw_option, truthy
 from lance_partitioned.errors import StorageError, UnsafeStoreError
 
 _CHECKED: set[tuple[str, str]] = set()
@@ -57,7 +58,7 @@ def check(root: str, storage: st.Storage) -> None:
     endpoint = storage.endpoint
     if not endpoint or urlsplit(endpoint).hostname.endswith("amazonaws.com"):  # type: ignore[union-attr]
         return
-    if st._truthy(st.raw_option(storage.options, st.TRUST_CONDITIONAL_PUT)):
+    if truthy(raw_option(storage.options, TRUST_CONDITIONAL_PUT)):
         return
     key = (endpoint, storage.authority)
     with _LOCK:
@@ -75,7 +76,7 @@ def if_match_honoured(storage: st.Storage) -> bool:
     endpoint = storage.endpoint
     if not endpoint or urlsplit(endpoint).hostname.endswith("amazonaws.com"):  # type: ignore[union-attr]
         return True
-    if st._truthy(st.raw_option(storage.options, st.TRUST_CONDITIONAL_PUT)):
+    if truthy(raw_option(storage.options, TRUST_CONDITIONAL_PUT)):
         return True  # the user vouches for conditional writes, If-Match included
     with _LOCK:
         return _IF_MATCH.get((endpoint, storage.authority), False)
@@ -90,7 +91,7 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
             "(If-None-Match), which Lance needs for atomic commits: the check needs static "
             "credentials (aws_access_key_id / aws_secret_access_key in storage_options or the "
             f"AWS_* environment). Nothing was written. Fix: pass them, or, if the store is known "
-            f"to honour If-None-Match, set storage_options['{st.TRUST_CONDITIONAL_PUT}'] = 'true'"
+            f"to honour If-None-Match, set storage_options['{TRUST_CONDITIONAL_PUT}'] = 'true'"
         )
     probe = st.Storage.join(root, "__manifest", f"_lp_probe_{uuid.uuid4().hex}")
     bucket, key = storage.authority, urlsplit(probe).path.lstrip("/")

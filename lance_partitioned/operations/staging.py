@@ -293,12 +293,15 @@ def stage_leaf(
         # Another commit landed between base and ours: ours may include it. Unusable.
         last = None
         log.info(
-            "leaf %s: staged version %d was not on top of %d; retrying",
-            uri,
-            result.version,
-            base.version,
+            "leaf %s: staged version %d not on top of %d; retrying",
+            *(uri, result.version, base.version),
         )
-    raise CommitConflictError(
+    raise _staging_conflict(uri, last)
+
+
+def _staging_conflict(uri: str, last: BaseException | None) -> CommitConflictError:
+    """The error when every attempt to stage on ``uri`` met a concurrent commit."""
+    return CommitConflictError(
         f"could not stage a change on leaf {uri!r}: concurrent commits to it kept interleaving"
         + (f" ({last})" if last else "")
         + "; the write was not published and can be retried"
