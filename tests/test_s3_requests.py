@@ -84,3 +84,31 @@ def test_a_commit_opens_and_lists_each_touched_leaf_once(s3_server, mode):
         assert got["id"].to_pylist() == [0, 1, 2, 3, 100, 101, 102]
     else:
         assert got["id"].to_pylist() == [0, 3, 100, 101, 102]
+
+
+def test_open_and_plan_read_only_the_manifest(s3_server):
+    """Planning never opens a leaf: every request of ``lp.open`` + ``plan`` (pruned and
+    whole) is for ``__manifest``, whatever the number of partitions."""
+    bucket = s3_server.new_bucket()
+    root = f"s3://{bucket}/ns"
+    lp.create(root, SCHEMA, "k", storage_options=s3_server.options()).append(
+        _table(list(range(40)), 0)
+    )
+    proxy = Proxy(s3_server)
+    try:
+        via = s3_server.options(aws_endpoint=proxy.endpoint, lp_trust_conditional_put="true")
+        proxy.reset()
+        ns = lp.open(root, storage_options=via)
+        one, every = ns.plan("k = 7"), ns.plan()
+        assert ns.count() == 40  # row counts kept in __manifest: no leaf opened either
+        log = list(proxy.log)
+    finally:
+        proxy.stop()
+    assert len(one) == 1 and len(every) == 40
+    assert log, "the proxy saw no request"
+    touched = [
+        (kind, target)
+        for kind, _method, target in log
+        if "__manifest" not in unquote(target) and "_lp_leases" not in unquote(target)
+    ]
+    assert touched == [], touched

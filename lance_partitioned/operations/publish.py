@@ -295,6 +295,8 @@ def commit_write(
                 None,
                 leaf_write.created_version,
                 added=frozenset(fragment_files(leaf_write.fragment_metadata())),
+                # version 1 of a leaf its writer created holds that writer's rows only
+                num_rows=leaf_write.rows,
             )
         if staged.leaves:
             pause_point("leaf_staged")
