@@ -266,6 +266,24 @@ class PartitionSpec:
         return ", ".join(f.describe(schema) for f in self.fields) or "(unpartitioned)"
 
 
+# The one NaN object every partition key uses (``partition_key``).
+_NAN = float("nan")
+
+
+def partition_key(values: Iterable[Any]) -> tuple[Any, ...]:
+    """Partition values as a dict key: equal partitions give equal keys.
+
+    Python's ``nan != nan`` (and ``hash(nan)`` differs per object), so two NaN
+    values read or computed separately would name two partitions: each append
+    of a NaN row would create another one. Every float NaN is replaced by one
+    shared object, which tuples compare equal by identity.
+
+    >>> partition_key([float("nan"), 1]) == partition_key([float("nan"), 1])
+    True
+    """
+    return tuple(_NAN if isinstance(v, float) and v != v else v for v in values)
+
+
 def check_field_ids(specs: Iterable[PartitionSpec]) -> None:
     """A field_id means one definition across all versions, with one result_type."""
     seen: dict[str, tuple[int, PartitionField]] = {}

@@ -31,7 +31,7 @@ from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import PartitionedNamespaceError, SpecError
-from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.format.spec import PartitionSpec, partition_key
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
@@ -105,7 +105,10 @@ class WrittenFiles:
                 f"and {other.snapshot_version}"
             )
         self.txn = self.txn or other.txn
-        for k, leaf_write in other.leaves.items():
+        for (sid, key), leaf_write in other.leaves.items():
+            # keys arrive pickled from other processes: a NaN there is another object
+            k = (sid, partition_key(key))
+            leaf_write.key = k[1]
             mine = self.leaves.get(k)
             if mine is None:
                 self.leaves[k] = leaf_write
@@ -169,14 +172,14 @@ class PartitionResolver:
         leaves, ns_table = found
         for leaf in leaves:
             if leaf.object_id not in self._replacing:
-                self._leaves[tuple(leaf.values)] = leaf
+                self._leaves[partition_key(leaf.values)] = leaf
         ns_rows = ns_table.to_pydict()
         cols = [f.column for f in self.spec.fields]
         for i, oid in enumerate(ns_rows["object_id"]):
             depth = len(layout.split_id(oid)) - 1
             if depth < 1:
                 continue
-            prefix = tuple(ns_rows[c][i] if c in ns_rows else None for c in cols[:depth])
+            prefix = partition_key(ns_rows[c][i] if c in ns_rows else None for c in cols[:depth])
             self._namespaces[prefix] = oid
 
     def resolve(self, key: tuple[Any, ...]) -> LeafWrite:

@@ -24,6 +24,7 @@ from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mi
 from lance_partitioned.catalog.mirror import mirror_metadata
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
+from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.field_ids import IdLayout
@@ -426,7 +427,7 @@ def _existing_keys(
     for sid, spec_keys in by_spec.items():
         found = latest.rows_for_keys(sid, spec_keys) if len(spec_keys) <= 2_000 else None
         leaves = found[0] if found is not None else latest.leaves_of_spec(sid)
-        out |= {(sid, tuple(leaf.values)) for leaf in leaves}
+        out |= {(sid, partition_key(leaf.values)) for leaf in leaves}
     return out
 
 

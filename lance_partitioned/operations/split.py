@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.format.spec import partition_key
+
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
     """Per-row codes (NULL gets its own code), the dictionary, and the code count."""
@@ -79,4 +81,4 @@ def _without_views(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _key_at(key_arrays: Sequence[pa.Array], row: int) -> tuple[Any, ...]:
-    return tuple(arr[row].as_py() for arr in key_arrays)
+    return partition_key(arr[row].as_py() for arr in key_arrays)
