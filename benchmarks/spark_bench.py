@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/spark_bench.py [--sf 1] [--partitions 10000] [--workdir DIR]
 
 Measures (TPC-H lineitem at ``--sf``):
-1. partitioned write by year/month(l_shipdate): ours vs ``df.write.partitionBy(y, m).parquet``;
+1. partitioned write by year/month(l_shipdate): ours vs ``df.write.partitionBy(y, m).parquet``,
+   a Python sink that only counts rows (the ceiling of Python sinks) and one that writes
+   each task's rows as unsplit Lance files with no commit (the floor of a Lance sink);
 2. full scan (noop sink, every column): ours; ``read_arrow`` (mapInArrow); a Python
    source yielding the same batches from memory with no I/O (the ceiling of Python
    sources); Spark's Parquet scan;
@@ -163,6 +165,57 @@ class CountingSink(DataSource):
         return CountingWriter()
 
 
+class LanceFilesWriter(DataSourceArrowWriter):
+    def __init__(self, target: str):
+        self.target = target
+
+    def write(self, iterator):
+        import uuid
+
+        from lance.fragment import write_fragments
+
+        # Spark's 10,000-row batches arrive with buffers Lance refuses as unaligned;
+        # concatenating runs of them into ~131k-row batches copies them aligned (our
+        # sink coalesces the same way before it splits).
+        first = next(iterator, None)
+        if first is None:
+            return CountMessage(0)
+        rows = [first.num_rows]
+
+        def batches():
+            pending = [first]
+            for batch in iterator:
+                rows.append(batch.num_rows)
+                pending.append(batch)
+                if sum(b.num_rows for b in pending) >= 1 << 17:
+                    yield pa.concat_batches(pending)
+                    pending = []
+            if len(pending) > 1:
+                yield pa.concat_batches(pending)
+            elif pending:  # one batch: concatenation would not copy it
+                yield pending[0].take(pa.array(range(pending[0].num_rows)))
+
+        reader = pa.RecordBatchReader.from_batches(first.schema, batches())
+        write_fragments(reader, os.path.join(self.target, uuid.uuid4().hex), schema=first.schema)
+        return CountMessage(sum(rows))
+
+    def commit(self, messages):
+        pass
+
+
+class LanceFilesSink(DataSource):
+    """A Python Arrow sink writing each task's rows as Lance data files, unsplit and
+    uncommitted: what a partitioned sink cannot avoid (Spark to Arrow, the transfer,
+    Lance's encoding), without the split by partition and the commit (the floor)."""
+
+    @classmethod
+    def name(cls):
+        return "lp_bench_lance_files"
+
+    def writer(self, schema, overwrite):
+        return LanceFilesWriter(self.options["path"])
+
+
 # -- measurements -------------------------------------------------------------------
 
 
@@ -211,15 +264,23 @@ def bench_write(
     def counting(df) -> Callable[[], None]:
         return lambda: df.write.format("lp_bench_count").mode("append").save()
 
+    def lance_files(df) -> Callable[[], None]:
+        def run():
+            target = os.path.join(work, f"write-{next(runs)}")
+            df.write.format("lp_bench_lance_files").mode("append").save(target)
+
+        return run
+
     if warmup:
         sample = li.limit(100_000)
-        for make in (ours, parquet, counting):
+        for make in (ours, parquet, counting, lance_files):
             make(sample)()
     variants = {}
     for shape, df in inputs.items():
         variants[("ours", shape)] = ours(df)
         variants[("parquet", shape)] = parquet(df)
         variants[("count", shape)] = counting(df)
+        variants[("lance", shape)] = lance_files(df)
     t = interleaved(variants, repeat)
     for shape in inputs:
         label = f"Write lineitem by year/month ({shape})"
@@ -233,6 +294,15 @@ def bench_write(
                 ours_t,
                 "Python sink that only counts rows (ceiling)",
                 t[("count", shape)],
+                n_rows,
+            )
+        )
+        rows.append(
+            (
+                label,
+                ours_t,
+                "Python sink writing unsplit Lance files, no commit (floor)",
+                t[("lance", shape)],
                 n_rows,
             )
         )
@@ -509,6 +579,7 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         spark = lps.local_session("local[2]", "lance_partitioned-bench", shuffle_partitions=8)
     spark.dataSource.register(MemorySource)
     spark.dataSource.register(CountingSink)
+    spark.dataSource.register(LanceFilesSink)
     rows: list = []
     try:
         li = spark.read.parquet(li_path)
