@@ -220,6 +220,7 @@ class LanceFilesSink(DataSource):
 
 
 WRITE_SHAPES = ("as read", "repartitioned")
+STEPS = ("write", "scan", "q6", "many")
 
 
 def bench_write(
@@ -551,6 +552,11 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         action="store_true",
         help="skip the warm-up write of each sink (for a smoke run; timings then include start-up)",
     )
+    parser.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help="which measurements to run (comma-separated; scan and q6 need write)",
+    )
     parser.add_argument("--workdir", default="./data/bench-spark")
     parser.add_argument(
         "--out",
@@ -570,6 +576,9 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     li_path = tpch.generate(args.sf, os.path.join(work, f"tpch-sf{args.sf:g}"), ("lineitem",))[
         "lineitem"
     ]
+    steps = {s.strip() for s in args.steps.split(",") if s.strip()}
+    if steps - set(STEPS) or not steps or ({"scan", "q6"} & steps and "write" not in steps):
+        parser.error(f"--steps: choose among {', '.join(STEPS)} (scan and q6 need write)")
     shapes = tuple(s.strip() for s in args.write_shapes.split(",") if s.strip())
     unknown = set(shapes) - set(WRITE_SHAPES)
     if unknown or not shapes:
@@ -584,16 +593,20 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     try:
         li = spark.read.parquet(li_path)
         n_rows = li.count()
-        print("write ...", flush=True)
-        root = bench_write(
-            spark, li, n_rows, work, rows, args.write_repeat, shapes, not args.no_warmup
-        )
-        print("scan ...", flush=True)
-        bench_scan(spark, root, li_path, n_rows, rows, args.repeat)
-        print("Q6 ...", flush=True)
-        bench_q6(spark, root, li_path, work, rows, args.repeat)
-        print(f"{args.partitions} partitions ...", flush=True)
-        bench_many_partitions(spark, work, args.partitions, rows, args.repeat)
+        if "write" in steps:
+            print("write ...", flush=True)
+            root = bench_write(
+                spark, li, n_rows, work, rows, args.write_repeat, shapes, not args.no_warmup
+            )
+        if "scan" in steps:
+            print("scan ...", flush=True)
+            bench_scan(spark, root, li_path, n_rows, rows, args.repeat)
+        if "q6" in steps:
+            print("Q6 ...", flush=True)
+            bench_q6(spark, root, li_path, work, rows, args.repeat)
+        if "many" in steps:
+            print(f"{args.partitions} partitions ...", flush=True)
+            bench_many_partitions(spark, work, args.partitions, rows, args.repeat)
     finally:
         if own:
             lps.stop_session(spark)
