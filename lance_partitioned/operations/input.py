@@ -66,9 +66,10 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
 
 
 def coalesce_batches(
-    batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17
+    batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17, max_bytes: int | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Concatenate runs of small batches into ones of at least ``min_rows`` rows.
+    """Concatenate runs of small batches into ones of at least ``min_rows`` rows
+    (or ``max_bytes`` bytes, when that comes first: it bounds the copy).
 
     Splitting by partition costs per batch and per partition in it, so a stream
     of small batches (Spark hands 10,000-row ones) is split far faster in bigger
@@ -76,7 +77,7 @@ def coalesce_batches(
     do batches whose schema differs from the run's; empty ones are dropped.
     """
     pending: list[pa.RecordBatch] = []
-    rows = 0
+    rows = size = 0
 
     def merged() -> pa.RecordBatch:
         return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
@@ -87,15 +88,16 @@ def coalesce_batches(
         big = batch.num_rows >= min_rows // 4
         if pending and (big or not batch.schema.equals(pending[0].schema, check_metadata=True)):
             yield merged()
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
         if big:
             yield batch
             continue
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= min_rows:
+        size += batch.nbytes
+        if rows >= min_rows or (max_bytes is not None and size >= max_bytes):
             yield merged()
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
     if pending:
         yield merged()
 
