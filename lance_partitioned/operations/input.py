@@ -66,7 +66,10 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
 
 
 def coalesce_batches(
-    batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17, max_bytes: int | None = None
+    batches: Iterable[pa.RecordBatch],
+    min_rows: int = 1 << 17,
+    max_bytes: int | None = None,
+    memory_pool: pa.MemoryPool | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Concatenate runs of small batches into ones of at least ``min_rows`` rows
     (or ``max_bytes`` bytes, when that comes first: it bounds the copy).
@@ -80,7 +83,9 @@ def coalesce_batches(
     rows = size = 0
 
     def merged() -> pa.RecordBatch:
-        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        return (
+            pending[0] if len(pending) == 1 else pa.concat_batches(pending, memory_pool=memory_pool)
+        )
 
     for batch in batches:
         if not batch.num_rows:

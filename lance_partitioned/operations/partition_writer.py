@@ -36,7 +36,7 @@ from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.split import split_by_keys
+from lance_partitioned.operations.split import split_by_keys, write_memory_pool
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id, remove_dir, remove_file
 
@@ -283,7 +283,9 @@ class PartitionWriter:
         """
         with ThreadPoolExecutor(threads) as pool:
             pending: list[tuple[int, Any]] = []
-            for batch in coalesce_batches(batches, max_bytes=self._chunk_bytes):
+            for batch in coalesce_batches(
+                batches, max_bytes=self._chunk_bytes, memory_pool=write_memory_pool()
+            ):
                 pending.append((batch.num_rows, pool.submit(self._split, batch)))
                 if len(pending) >= threads:
                     rows, fut = pending.pop(0)
@@ -313,6 +315,7 @@ class PartitionWriter:
                 keys.append(key)
                 left -= self._buffer_bytes[key]
             self._flush_many(keys)
+            _release_freed_memory()
 
     def _buffer(self, key: tuple[Any, ...], rows: pa.RecordBatch) -> None:
         if (self.spec.spec_id, key) not in self.result.leaves:
@@ -440,7 +443,19 @@ class PartitionWriter:
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
         self._flush_many(list(self._buffers), last=True)
+        _release_freed_memory()
         return self.result
+
+
+def _release_freed_memory() -> None:
+    """Hand the memory a flush freed back to the OS.
+
+    Arrow's allocator (mimalloc or jemalloc) otherwise keeps freed pages for
+    reuse, and with the next round's batches landing elsewhere the process's
+    resident memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
+    """
+    pa.default_memory_pool().release_unused()
+    write_memory_pool().release_unused()
 
 
 def _chunks(
@@ -465,7 +480,7 @@ def _chunks(
             rows += batches[-1].num_rows
             size += batches[-1].nbytes
             run.append(batches.pop())
-        yield run[0] if len(run) == 1 else pa.concat_batches(run)
+        yield run[0] if len(run) == 1 else pa.concat_batches(run, memory_pool=write_memory_pool())
         del run
 
 

@@ -8,12 +8,34 @@ batch of their own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+
+@functools.cache
+def write_memory_pool() -> pa.MemoryPool:
+    """The Arrow pool a write's buffered rows are allocated from.
+
+    jemalloc with its decay time set to 0 when this pyarrow has it: memory a
+    flush frees goes back to the OS at once. With Arrow's default pool
+    (mimalloc), freed pages are kept and reused poorly across the threads that
+    split, copy and write, so a long streaming write's resident memory grew
+    flush after flush while the rows it held stayed within budget
+    (``benchmarks/results/memory.md``). Without jemalloc: the default pool.
+    Setting the decay affects every jemalloc pool of the process, which only
+    a process that chose jemalloc itself uses.
+    """
+    try:
+        pool = pa.jemalloc_memory_pool()
+        pa.jemalloc_set_decay_ms(0)
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        return pa.default_memory_pool()
+    return pool
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
@@ -64,9 +86,10 @@ def split_by_keys(
     # batch alive, so buffer accounting would not measure what a flush frees), and
     # Lance writes compact arrays ~3x faster than slices of a larger batch.
     takeable = _without_views(batch)
-    ordered = takeable.take(pa.array(order))
+    pool = write_memory_pool()
+    ordered = pc.take(takeable, pa.array(order), memory_pool=pool)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        rows = pa.concat_batches([ordered.slice(s, e - s)])
+        rows = pa.concat_batches([ordered.slice(s, e - s)], memory_pool=pool)
         if takeable is not batch:
             rows = rows.cast(batch.schema)
         yield _key_at(key_arrays, int(order[s])), rows
