@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import cast_group
+from lance_partitioned.operations.split import write_memory_pool
 
 if TYPE_CHECKING:
     import pandas  # optional at run time: only the "spark" and "dev" extras install it
@@ -118,7 +119,8 @@ def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
         )
     check_zones(name, col.type, target)
     try:
-        out = pc.cast(col, target, safe=True)
+        # into the pool the writer buffers in: the converted batch is what gets buffered
+        out = pc.cast(col, target, safe=True, memory_pool=write_memory_pool())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SchemaError(f"column {name!r}: cannot cast {col.type} to {target}: {exc}") from exc
     check_lossless(name, col, out)
