@@ -382,10 +382,43 @@ class PartitionWriter:
             def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
                 return mapping.conform(pa.Table.from_batches([batch])).to_batches()[0]
 
-        reader = pa.RecordBatchReader.from_batches(
-            layout.arrow,
-            (conform(chunk) for chunk in _chunks(batches, WRITE_CHUNK_ROWS, self._chunk_bytes)),
-        )
+        failed: list[BaseException] = []
+
+        def conformed() -> Iterator[pa.RecordBatch]:
+            try:
+                for chunk in _chunks(batches, WRITE_CHUNK_ROWS, self._chunk_bytes):
+                    yield conform(chunk)
+            except BaseException as exc:  # Lance would re-raise it as an OSError
+                failed.append(exc)
+                raise
+
+        chunks: Iterable[pa.RecordBatch] = conformed()
+        if not leaf_write.is_new:
+            # conformed before Lance starts: a refused value (an older leaf's narrower
+            # type) must fail before any file is written into the existing leaf
+            chunks = list(chunks)
+        reader = pa.RecordBatchReader.from_batches(layout.arrow, chunks)
+        try:
+            self._write_reader(
+                leaf_write, reader, rows, layout, storage_version, mode, target, last
+            )
+        except Exception:
+            if failed:  # our own error (e.g. a refused cast), not Lance's wrapping of it
+                raise failed[0] from None
+            raise
+
+    def _write_reader(
+        self,
+        leaf_write: LeafWrite,
+        reader: pa.RecordBatchReader,
+        rows: int,
+        layout: Any,
+        storage_version: str | None,
+        mode: str,
+        target: Any,
+        last: bool,
+    ) -> None:
+        """Hand ``reader``'s rows to Lance: a new leaf's dataset, or data files."""
         if last and self._create and leaf_write.is_new and not leaf_write.fragments:
             self._create_leaf(leaf_write, reader, rows)
             return
