@@ -91,3 +91,23 @@ def test_streaming_write_holds_about_the_buffer(tmp_path, peak, partitions):
     assert sorted(got["k"].value_counts().to_pylist(), key=lambda d: d["values"]) == sorted(
         want["k"].value_counts().to_pylist(), key=lambda d: d["values"]
     )
+
+
+def test_split_groups_own_compact_memory():
+    """Each partition's rows own their memory: no slice of the whole reordered batch.
+
+    A slice would keep the whole batch alive while any partition's rows are
+    buffered (the budget would not measure what a flush frees) and Lance
+    encodes slices of large batches far slower.
+    """
+    from lance_partitioned.operations.split import split_by_keys
+
+    batch = next(batches(1, 6))
+    groups = list(split_by_keys(batch, [batch.column("k")]))
+    assert len(groups) == 6
+    for key, rows in groups:
+        # pyarrow is the oracle: the rows of this key, in input order
+        want = batch.filter(pc.equal(batch.column("k"), key[0]))
+        assert rows.equals(want)
+        # buffers no larger than the rows they hold (a slice reports its parent's)
+        assert rows.get_total_buffer_size() <= rows.nbytes + 64 * rows.num_columns
