@@ -47,6 +47,10 @@ FINISH_THREADS = 4
 # Rows handed to Lance per batch when a partition's buffer is written; a chunk is
 # also at most 1/16 of the buffer budget (between 1 and 8 MiB).
 WRITE_CHUNK_ROWS = 1 << 16
+# Buffered pieces of at least this many rows go to Lance as they are: concatenating
+# them costs more (one more copy) than Lance's cost per batch saves. Only runs of
+# smaller pieces (many partitions per input batch) are concatenated.
+PASS_THROUGH_ROWS = 1 << 10
 
 # -- what writers produce -----------------------------------------------------
 
@@ -374,7 +378,7 @@ class PartitionWriter:
             target: Any = leaf_write.files_uri(self.snapshot)
 
             def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
-                return batch.cast(layout.arrow)
+                return _relabel(batch, layout.arrow)
         else:
             mapping, storage_version, target = self._leaf_mapping(leaf_write)
             layout, mode = mapping.layout, "overwrite"
@@ -491,22 +495,43 @@ def _release_freed_memory() -> None:
     write_memory_pool().release_unused()
 
 
+def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` under ``schema`` (names, nullability, field metadata), without copying.
+
+    A new leaf's layout differs from the namespace schema only in field metadata;
+    ``RecordBatch.cast`` would still run a cast kernel per column and batch.
+    """
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    same_types = [f.type for f in batch.schema] == [f.type for f in schema]
+    if same_types and all(
+        f.nullable or not c.null_count for f, c in zip(schema, batch.columns, strict=True)
+    ):
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    return batch.cast(schema)
+
+
 def _chunks(
     batches: list[pa.RecordBatch], max_rows: int, max_bytes: int
 ) -> Iterator[pa.RecordBatch]:
     """Consume ``batches`` (emptying the list) as batches of at most ``max_rows`` rows
     and ``max_bytes`` bytes (or one buffered piece, when that alone is larger).
 
-    Small pieces are concatenated (Lance encodes compact batches faster), and
-    each piece is dropped from the list as it is used, so its memory is freed
+    Pieces of ``PASS_THROUGH_ROWS`` rows or more pass through uncopied; runs of
+    smaller ones are concatenated (Lance's cost per batch dominates tiny ones).
+    Each piece is dropped from the list as it is used, so its memory is freed
     as soon as Lance has taken it.
     """
     batches.reverse()  # pop from the end: O(1) per piece
     while batches:
         run = [batches.pop()]
+        if run[0].num_rows >= PASS_THROUGH_ROWS:
+            yield run.pop()
+            continue
         rows, size = run[0].num_rows, run[0].nbytes
         while (
             batches
+            and batches[-1].num_rows < PASS_THROUGH_ROWS
             and rows + batches[-1].num_rows <= max_rows
             and size + batches[-1].nbytes <= max_bytes
         ):
