@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import cast_group
+from lance_partitioned.operations.split import write_memory_pool
 
 if TYPE_CHECKING:
     import pandas  # optional at run time: only the "spark" and "dev" extras install it
@@ -66,9 +67,13 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
 
 
 def coalesce_batches(
-    batches: Iterable[pa.RecordBatch], min_rows: int = 1 << 17
+    batches: Iterable[pa.RecordBatch],
+    min_rows: int = 1 << 17,
+    max_bytes: int | None = None,
+    memory_pool: pa.MemoryPool | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Concatenate runs of small batches into ones of at least ``min_rows`` rows.
+    """Concatenate runs of small batches into ones of at least ``min_rows`` rows
+    (or ``max_bytes`` bytes, when that comes first: it bounds the copy).
 
     Splitting by partition costs per batch and per partition in it, so a stream
     of small batches (Spark hands 10,000-row ones) is split far faster in bigger
@@ -76,10 +81,12 @@ def coalesce_batches(
     do batches whose schema differs from the run's; empty ones are dropped.
     """
     pending: list[pa.RecordBatch] = []
-    rows = 0
+    rows = size = 0
 
     def merged() -> pa.RecordBatch:
-        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        return (
+            pending[0] if len(pending) == 1 else pa.concat_batches(pending, memory_pool=memory_pool)
+        )
 
     for batch in batches:
         if not batch.num_rows:
@@ -87,15 +94,16 @@ def coalesce_batches(
         big = batch.num_rows >= min_rows // 4
         if pending and (big or not batch.schema.equals(pending[0].schema, check_metadata=True)):
             yield merged()
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
         if big:
             yield batch
             continue
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= min_rows:
+        size += batch.nbytes
+        if rows >= min_rows or (max_bytes is not None and size >= max_bytes):
             yield merged()
-            pending, rows = [], 0
+            pending, rows, size = [], 0, 0
     if pending:
         yield merged()
 
@@ -111,7 +119,8 @@ def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
         )
     check_zones(name, col.type, target)
     try:
-        out = pc.cast(col, target, safe=True)
+        # into the pool the writer buffers in: the converted batch is what gets buffered
+        out = pc.cast(col, target, safe=True, memory_pool=write_memory_pool())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SchemaError(f"column {name!r}: cannot cast {col.type} to {target}: {exc}") from exc
     check_lossless(name, col, out)

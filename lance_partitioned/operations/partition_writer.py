@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable, Collection, Iterable
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,14 +36,21 @@ from lance_partitioned.format.spec import PartitionSpec, partition_key
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.split import split_by_keys
+from lance_partitioned.operations.split import split_by_keys, write_memory_pool
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id, remove_dir, remove_file
 
 log = logging.getLogger(__name__)
 
-# Threads flushing partitions in ``finish``; Lance releases the GIL while it writes.
+# Leaves written at once when buffers are flushed (Lance encodes each on its own threads too).
 FINISH_THREADS = 4
+# Rows handed to Lance per batch when a partition's buffer is written; a chunk is
+# also at most 1/16 of the buffer budget (between 1 and 8 MiB).
+WRITE_CHUNK_ROWS = 1 << 16
+# Buffered pieces of at least this many rows go to Lance as they are: concatenating
+# them costs more (one more copy) than Lance's cost per batch saves. Only runs of
+# smaller pieces (many partitions per input batch) are concatenated.
+PASS_THROUGH_ROWS = 1 << 10
 
 # -- what writers produce -----------------------------------------------------
 
@@ -260,6 +268,8 @@ class PartitionWriter:
         self._buffer_bytes: dict[tuple[Any, ...], int] = {}
         self._buffer_rows: dict[tuple[Any, ...], int] = {}
         self._total_bytes = 0
+        self._lock = threading.Lock()
+        self._chunk_bytes = max(1 << 20, min(8 << 20, max_buffer_bytes // 16))
         self._new_layout = namespace_layout(snapshot.schema)
         self._mappings: dict[str, tuple[WriteMapping, str | None, lance.LanceDataset]] = {}
         self._create = create_leaves and self._new_layout.is_natural
@@ -273,13 +283,16 @@ class PartitionWriter:
     def write_all(self, batches: Iterable[pa.RecordBatch], threads: int = 2) -> None:
         """Accept a stream of batches, splitting up to ``threads`` of them at once.
 
-        Small batches are first coalesced (``coalesce_batches``). Splitting is
+        Small batches are first coalesced (``coalesce_batches``, up to a chunk of the
+        budget, see ``_chunk_bytes``). Splitting is
         CPU-bound Arrow work that releases the GIL; buffering stays in order on
         this thread, and at most ``threads`` batches are in flight.
         """
         with ThreadPoolExecutor(threads) as pool:
             pending: list[tuple[int, Any]] = []
-            for batch in coalesce_batches(batches):
+            for batch in coalesce_batches(
+                batches, max_bytes=self._chunk_bytes, memory_pool=write_memory_pool()
+            ):
                 pending.append((batch.num_rows, pool.submit(self._split, batch)))
                 if len(pending) >= threads:
                     rows, fut = pending.pop(0)
@@ -298,8 +311,18 @@ class PartitionWriter:
             self._buffer(key, rows)
         if self.progress:
             self.progress(num_rows)
-        while self._total_bytes > self.max_buffer_bytes:
-            self._flush(max(self._buffer_bytes, key=self._buffer_bytes.__getitem__))
+        if self._total_bytes > self.max_buffer_bytes:
+            # Flush the largest buffers down to half the budget in one go (not just the
+            # largest one): fewer rounds of small writes, and the leaves are written
+            # in parallel. Memory only falls while they are written.
+            keys, left = [], self._total_bytes
+            for key in sorted(self._buffer_bytes, key=self._buffer_bytes.__getitem__, reverse=True):
+                if left <= self.max_buffer_bytes // 2:
+                    break
+                keys.append(key)
+                left -= self._buffer_bytes[key]
+            self._flush_many(keys)
+            _release_freed_memory()
 
     def _buffer(self, key: tuple[Any, ...], rows: pa.RecordBatch) -> None:
         if (self.spec.spec_id, key) not in self.result.leaves:
@@ -310,44 +333,107 @@ class PartitionWriter:
         self._buffer_rows[key] = self._buffer_rows.get(key, 0) + rows.num_rows
         self._total_bytes += size
         if self._buffer_rows[key] >= self.max_rows_per_file:
-            self._flush(key)
+            self._flush_many([key])
 
-    def _take(self, key: tuple[Any, ...]) -> list[pa.RecordBatch]:
-        self._total_bytes -= self._buffer_bytes.pop(key, 0)
-        self._buffer_rows.pop(key, None)
-        return self._buffers.pop(key, [])
+    def _flush_many(self, keys: list[tuple[Any, ...]], last: bool = False) -> None:
+        """Write the buffers of ``keys``, up to ``FINISH_THREADS`` leaves at once.
 
-    def _flush(self, key: tuple[Any, ...]) -> None:
-        self._write_files(key, self._take(key))
+        Each buffer stays counted in ``_total_bytes`` until its rows are written,
+        so the budget always covers what is really held.
+        """
+        if len(keys) > 1:
+            with ThreadPoolExecutor(min(FINISH_THREADS, len(keys))) as pool:
+                list(pool.map(lambda key: self._flush(key, last), keys))
+        else:
+            for key in keys:
+                self._flush(key, last)
+
+    def _flush(self, key: tuple[Any, ...], last: bool = False) -> None:
+        """Write one partition's buffer and only then release it from the budget."""
+        with self._lock:
+            batches = self._buffers.pop(key, [])
+            size = self._buffer_bytes.pop(key, 0)
+            self._buffer_rows.pop(key, None)
+        try:
+            self._write_files(key, batches, last)
+        finally:
+            with self._lock:
+                self._total_bytes -= size
 
     def _write_files(
         self, key: tuple[Any, ...], batches: list[pa.RecordBatch], last: bool = False
     ) -> None:
         """Write one partition's buffered rows as Lance data files (thread-safe per key).
 
-        ``last``: no more rows will come for ``key`` (``finish``), so a new
-        leaf with no files yet may be created at once (``create_leaves``).
+        ``batches`` is consumed: rows are handed to Lance in chunks of at most
+        ``WRITE_CHUNK_ROWS`` rows and ``_chunk_bytes``, each concatenated from the buffered pieces
+        and released once Lance has taken it, so a flush copies one chunk at a
+        time rather than the whole partition. ``last``: no more rows will come
+        for ``key`` (``finish``), so a new leaf with no files yet may be created
+        at once (``create_leaves``).
         """
         if not batches:
             return
         leaf_write = self.result.leaves[(self.spec.spec_id, key)]
-        table = pa.Table.from_batches(batches, schema=self.snapshot.schema.arrow).combine_chunks()
-        if last and self._create and leaf_write.is_new and not leaf_write.fragments:
-            self._create_leaf(leaf_write, table.cast(self._new_layout.arrow))
-            return
+        rows = sum(b.num_rows for b in batches)
         if leaf_write.is_new:
             layout, storage_version, mode = self._new_layout, None, "create"
-            table = table.cast(layout.arrow)
             target: Any = leaf_write.files_uri(self.snapshot)
+
+            def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+                return _relabel(batch, layout.arrow)
         else:
             mapping, storage_version, target = self._leaf_mapping(leaf_write)
             layout, mode = mapping.layout, "overwrite"
-            table = mapping.conform(table)
+
+            def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+                return mapping.conform(pa.Table.from_batches([batch])).to_batches()[0]
+
+        failed: list[BaseException] = []
+
+        def conformed() -> Iterator[pa.RecordBatch]:
+            try:
+                for chunk in _chunks(batches, WRITE_CHUNK_ROWS, self._chunk_bytes):
+                    yield conform(chunk)
+            except BaseException as exc:  # Lance would re-raise it as an OSError
+                failed.append(exc)
+                raise
+
+        chunks: Iterable[pa.RecordBatch] = conformed()
+        if not leaf_write.is_new:
+            # conformed before Lance starts: a refused value (an older leaf's narrower
+            # type) must fail before any file is written into the existing leaf
+            chunks = list(chunks)
+        reader = pa.RecordBatchReader.from_batches(layout.arrow, chunks)
+        try:
+            self._write_reader(
+                leaf_write, reader, rows, layout, storage_version, mode, target, last
+            )
+        except Exception:
+            if failed:  # our own error (e.g. a refused cast), not Lance's wrapping of it
+                raise failed[0] from None
+            raise
+
+    def _write_reader(
+        self,
+        leaf_write: LeafWrite,
+        reader: pa.RecordBatchReader,
+        rows: int,
+        layout: Any,
+        storage_version: str | None,
+        mode: str,
+        target: Any,
+        last: bool,
+    ) -> None:
+        """Hand ``reader``'s rows to Lance: a new leaf's dataset, or data files."""
+        if last and self._create and leaf_write.is_new and not leaf_write.fragments:
+            self._create_leaf(leaf_write, reader, rows)
+            return
         # Files get Lance's own numbering of these columns (not checked against
         # the leaf's latest version, which may hold someone's unpublished
         # change), then the fragment metadata maps them to the leaf's ids.
         frags = write_fragments(
-            table,
+            reader,
             target,  # an existing leaf as opened: spares Lance opening it again
             schema=layout.arrow,
             mode=mode,
@@ -356,21 +442,21 @@ class PartitionWriter:
             storage_options=self.snapshot.manifest.storage_options,
         )
         leaf_write.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
-        leaf_write.rows += table.num_rows
+        leaf_write.rows += rows
 
-    def _create_leaf(self, leaf_write: LeafWrite, table: pa.Table) -> None:
-        """Create the new leaf's dataset with ``table`` as its staged version 1."""
+    def _create_leaf(self, leaf_write: LeafWrite, reader: pa.RecordBatchReader, rows: int) -> None:
+        """Create the new leaf's dataset with ``reader``'s ``rows`` rows as its staged version 1."""
         assert self.result.txn is not None
         ds = create_leaf(
             leaf_write.files_uri(self.snapshot),
-            table,
+            reader,
             self._new_layout,
             self.result.txn,
             self.snapshot.manifest.storage_options,
             self.max_rows_per_file,
         )
         leaf_write.fragments.extend(json.dumps(f.metadata.to_json()) for f in ds.get_fragments())
-        leaf_write.rows += table.num_rows
+        leaf_write.rows += rows
         leaf_write.created_version = ds.version
 
     def _leaf_mapping(
@@ -396,14 +482,67 @@ class PartitionWriter:
 
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
-        pending = [(key, self._take(key)) for key in list(self._buffers)]
-        if len(pending) > 1:
-            with ThreadPoolExecutor(min(FINISH_THREADS, len(pending))) as pool:
-                list(pool.map(lambda item: self._write_files(*item, last=True), pending))
-        else:
-            for key, batches in pending:
-                self._write_files(key, batches, last=True)
+        self._flush_many(list(self._buffers), last=True)
+        _release_freed_memory()
         return self.result
+
+
+def _release_freed_memory() -> None:
+    """Hand the memory a flush freed back to the OS.
+
+    Arrow's allocator (mimalloc or jemalloc) otherwise keeps freed pages for
+    reuse, and with the next round's batches landing elsewhere the process's
+    resident memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
+    """
+    pa.default_memory_pool().release_unused()
+    write_memory_pool().release_unused()
+
+
+def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` under ``schema`` (names, nullability, field metadata), without copying.
+
+    A new leaf's layout differs from the namespace schema only in field metadata;
+    ``RecordBatch.cast`` would still run a cast kernel per column and batch.
+    """
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    same_types = [f.type for f in batch.schema] == [f.type for f in schema]
+    if same_types and all(
+        f.nullable or not c.null_count for f, c in zip(schema, batch.columns, strict=True)
+    ):
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    return batch.cast(schema)
+
+
+def _chunks(
+    batches: list[pa.RecordBatch], max_rows: int, max_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    """Consume ``batches`` (emptying the list) as batches of at most ``max_rows`` rows
+    and ``max_bytes`` bytes (or one buffered piece, when that alone is larger).
+
+    Pieces of ``PASS_THROUGH_ROWS`` rows or more pass through uncopied; runs of
+    smaller ones are concatenated (Lance's cost per batch dominates tiny ones).
+    Each piece is dropped from the list as it is used, so its memory is freed
+    as soon as Lance has taken it.
+    """
+    batches.reverse()  # pop from the end: O(1) per piece
+    while batches:
+        run = [batches.pop()]
+        if run[0].num_rows >= PASS_THROUGH_ROWS:
+            yield run.pop()
+            continue
+        rows, size = run[0].num_rows, run[0].nbytes
+        while (
+            batches
+            and batches[-1].num_rows < PASS_THROUGH_ROWS
+            and rows + batches[-1].num_rows <= max_rows
+            and size + batches[-1].nbytes <= max_bytes
+        ):
+            rows += batches[-1].num_rows
+            size += batches[-1].nbytes
+            run.append(batches.pop())
+        yield run[0] if len(run) == 1 else pa.concat_batches(run, memory_pool=write_memory_pool())
+        del run
 
 
 # -- reclaiming the files of a write that will not be published -------------------
