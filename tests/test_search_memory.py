@@ -197,7 +197,7 @@ def test_the_byte_budget_is_respected(data, monkeypatch):
 
 
 def test_the_budget_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv(memory.BUDGET_ENV, "12345")
+    monkeypatch.setenv("LP_SEARCH_MEMORY_BYTES", "12345")  # the documented name
     assert memory.budget() == 12345
     monkeypatch.setenv(memory.BUDGET_ENV, "lots")
     with pytest.raises(ValueError, match=memory.BUDGET_ENV):

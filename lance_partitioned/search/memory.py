@@ -6,7 +6,8 @@ vector, minus deleted rows, with their row ids. A search of such a leaf that
 needs no prefilter then computes its distances with numpy instead of going
 through Lance's scanner (which costs about 4 ms per query even for an exact
 scan of 10,000 × 128), and fetches the requested columns of the k nearest
-rows by row id (``LanceDataset._take_rows``). The answer is Lance's flat
+rows by their offsets among the leaf's live rows (``LanceDataset.take``).
+The answer is Lance's flat
 search's: the same rows, with the distances Lance defines (``l2``: squared
 Euclidean; ``cosine``: 1 - cos; ``dot``: 1 - dot) rounded to float32, rows
 whose distance is NaN left out as Lance leaves them out (NaN components, a
@@ -19,7 +20,7 @@ that could be among the k nearest by that bound is then recomputed in
 float64 and rounded to float32. So the rows and their order do not depend on
 the float32 pass's rounding.
 
-Held: at most ``budget()`` bytes (``LP_SEARCH_MEMORY_bytes_held``, default 512 MiB;
+Held: at most ``budget()`` bytes (``LP_SEARCH_MEMORY_BYTES``, default 512 MiB;
 ``set_budget``), least recently used first out; a leaf whose vectors would
 not fit is searched by Lance. Leaves read at a tag or a branch head (which
 can move), leaves with a residual prefilter, and vector columns that are not
@@ -44,7 +45,7 @@ import pyarrow.compute as pc
 
 from lance_partitioned.search.query import LeafContext, is_pinned, nearest_rows
 
-BUDGET_ENV = "LP_SEARCH_MEMORY_bytes_held"
+BUDGET_ENV = "LP_SEARCH_MEMORY_BYTES"
 DEFAULT_BUDGET = 512 * 1024 * 1024
 
 # A partition is searched exactly from memory, even when it has a vector index,
@@ -66,7 +67,7 @@ _budget_override: int | None = None
 
 def budget() -> int:
     """The byte budget of held vectors: ``set_budget``'s value, else the
-    ``LP_SEARCH_MEMORY_bytes_held`` environment variable, else 512 MiB. 0 turns the
+    ``LP_SEARCH_MEMORY_BYTES`` environment variable, else 512 MiB. 0 turns the
     memory path off."""
     if _budget_override is not None:
         return _budget_override
@@ -98,17 +99,32 @@ def set_budget(nbytes: int | None) -> None:
 @dataclass(frozen=True)
 class Vectors:
     """A leaf's searchable vectors: ``matrix`` (n × dim float32), their ``row_ids``
-    (uint64) and L2 ``norms`` (float64). ``matrix`` None: the leaf holds values
-    this module does not reproduce Lance's arithmetic for (searched by Lance)."""
+    (uint64, Lance's ``_rowid``), ``positions`` (int64: the row's offset among the
+    leaf's live rows, what ``LanceDataset.take`` takes), ``norms`` (float64 L2
+    norms), ``sq`` (float32 squared norms) and ``inv`` (float32 1 / norm; NaN for a
+    zero vector). ``matrix`` None: the leaf holds values whose distances this
+    module does not reproduce (searched by Lance)."""
 
     matrix: np.ndarray | None
     row_ids: np.ndarray
+    positions: np.ndarray
     norms: np.ndarray
+    sq: np.ndarray
+    inv: np.ndarray
 
     @property
     def nbytes(self) -> int:
-        m = 0 if self.matrix is None else self.matrix.nbytes
-        return m + self.row_ids.nbytes + self.norms.nbytes
+        arrays = (self.matrix, self.row_ids, self.positions, self.norms, self.sq, self.inv)
+        return sum(0 if a is None else a.nbytes for a in arrays)
+
+    @property
+    def max_norm(self) -> float:
+        return float(self.norms.max()) if self.norms.size else 0.0
+
+
+def _unsupported() -> Vectors:
+    empty = np.zeros(0)
+    return Vectors(None, empty.astype(np.uint64), empty.astype(np.int64), empty, empty, empty)
 
 
 _CACHE: OrderedDict[Hashable, Vectors] = OrderedDict()
@@ -118,7 +134,7 @@ _LOCK = threading.Lock()
 
 def entry_bytes(rows: int, dim: int) -> int:
     """The bytes a leaf of ``rows`` vectors of ``dim`` float32 takes when held."""
-    return rows * (4 * dim + 8 + 8)
+    return rows * (4 * dim + 8 + 8 + 8 + 4 + 4)
 
 
 def held() -> tuple[int, int]:
@@ -144,17 +160,16 @@ def _evict(limit: int) -> None:
 
 def load(ds: lance.LanceDataset, column: str) -> Vectors:
     """The rows Lance's flat search scans: non-NULL vectors of live rows, with row ids."""
-    t = ds.to_table(columns=[column], with_row_id=True)
-    vec = t.column(column)
-    keep = pc.is_valid(vec)
-    t = t.filter(keep)
-    vec = t.column(column).combine_chunks()
+    t = ds.to_table(columns=[column], with_row_id=True)  # in order: offsets are positions
+    positions = np.arange(t.num_rows, dtype=np.int64)
+    keep = pc.is_valid(t.column(column)).to_numpy(zero_copy_only=False)
+    vec = t.column(column).filter(pa.array(keep)).combine_chunks()
+    positions = positions[keep]
     dim = vec.type.list_size
-    row_ids = t.column("_rowid").to_numpy().astype(np.uint64, copy=False)
+    row_ids = t.column("_rowid").to_numpy()[keep].astype(np.uint64)
     values = vec.flatten()
-    empty = np.zeros(0)
     if values.null_count:  # NULL components: Lance's arithmetic on them is its own
-        return Vectors(None, empty.astype(np.uint64), empty)
+        return _unsupported()
     matrix = np.ascontiguousarray(
         values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
     )
@@ -162,13 +177,16 @@ def load(ds: lance.LanceDataset, column: str) -> Vectors:
     if not finite.all():
         nan_rows = np.isnan(matrix).any(axis=1)
         if (~finite[~nan_rows]).any():  # infinities: Lance's inf/NaN arithmetic
-            return Vectors(None, empty.astype(np.uint64), empty)
+            return _unsupported()
         # a NaN component makes every distance NaN, and Lance leaves such rows out
-        matrix, row_ids = np.ascontiguousarray(matrix[~nan_rows]), row_ids[~nan_rows]
+        matrix = np.ascontiguousarray(matrix[~nan_rows])
+        row_ids, positions = row_ids[~nan_rows], positions[~nan_rows]
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
     if norms.size and float(norms.max()) > 1e18:  # squares near float32's range
-        return Vectors(None, empty.astype(np.uint64), empty)
-    return Vectors(matrix, row_ids.copy(), norms)
+        return _unsupported()
+    with np.errstate(divide="ignore"):
+        inv = np.where(norms > 0, 1.0 / norms, np.nan).astype(np.float32)
+    return Vectors(matrix, row_ids, positions, norms, (norms * norms).astype(np.float32), inv)
 
 
 def vectors(key: Hashable, ds: lance.LanceDataset, column: str) -> Vectors:
@@ -191,42 +209,47 @@ def vectors(key: Hashable, ds: lance.LanceDataset, column: str) -> Vectors:
 
 
 def top_k(entry: Vectors, q: np.ndarray, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(positions into ``entry``, float32 distances) of the ``k`` nearest rows to ``q``,
-    nearest first, ties by row id; rows whose distance is NaN are left out."""
-    x, norms = entry.matrix, entry.norms
+    """(indexes into ``entry``, float32 distances) of the ``k`` nearest rows to ``q``,
+    nearest first, ties by row id; rows whose distance is NaN are left out.
+
+    A float32 pass ranks every row by a coarse score within ``bound`` of its
+    exact value (the rounding error of a float32 dot product of ``dim`` terms,
+    gamma = dim·u / (1 - dim·u), and of the few operations after it, doubled);
+    the rows that can be among the k nearest by that bound are recomputed in
+    float64, rounded to float32 and ordered by (distance, row id).
+    """
+    x = entry.matrix
     assert x is not None
     n, dim = x.shape
     q32 = np.ascontiguousarray(q, dtype=np.float32)
     q64 = q32.astype(np.float64)
     nq = float(np.sqrt(q64 @ q64))
-    gamma = dim * _U32 / (1 - dim * _U32)
-    valid = None
-    if n == 0 or (metric == "cosine" and nq == 0.0):
+    if n == 0 or (metric == "cosine" and nq == 0.0):  # a zero query: every cosine NaN
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    dots = np.vecdot(x, q32).astype(np.float64)
-    # coarse distance and a bound on its error from the float32 products
+    slack = 2.0 * (dim * _U32 / (1 - dim * _U32) + 6 * _U32)
+    dots = np.vecdot(x, q32)  # no BLAS threads: threaded BLAS was 30× slower under load
     if metric == "l2":
-        coarse = norms * norms - 2.0 * dots + nq * nq
-        bound = 2.0 * (gamma + 4 * _U32) * (norms + nq) ** 2
+        coarse = entry.sq - 2.0 * dots + np.float32(nq * nq)
+        bound = slack * (entry.max_norm + nq) ** 2
     elif metric == "dot":
-        coarse = 1.0 - dots
-        bound = 2.0 * (gamma + 4 * _U32) * norms * nq
+        coarse = -dots  # 1 - dot, less the constant
+        bound = slack * entry.max_norm * nq
     elif metric == "cosine":
-        valid = norms > 0.0  # a zero vector's cosine distance is NaN: Lance leaves it out
-        with np.errstate(divide="ignore", invalid="ignore"):
-            coarse = np.where(valid, 1.0 - dots / (norms * nq), np.inf)
-        bound = np.full(n, 2.0 * (gamma + 4 * _U32))
+        coarse = -(dots * entry.inv) * np.float32(1.0 / nq)  # NaN for a zero vector
+        bound = slack
     else:
         raise ValueError(f"unknown metric {metric!r}")
-    upper = coarse + bound
-    live = n if valid is None else int(valid.sum())
+    live = n if metric != "cosine" else int(np.count_nonzero(entry.norms))
     if live > k:
-        t = float(np.partition(upper, k - 1)[k - 1])
-        t += 4 * _U32 * (1.0 + abs(t))  # rows that round to the k-th distance tie with it
-        cand = np.flatnonzero(coarse - bound <= t)
+        kth = float(np.partition(coarse, k - 1)[k - 1])  # NaN sorts last
+        # every row whose exact score can be <= the k-th upper bound, and those that
+        # round to the same float32 distance (ties, ordered by row id below)
+        t = kth + 2.0 * bound
+        t += 4 * _U32 * (1.0 + abs(t))
+        cand = np.flatnonzero(coarse <= t)
     else:
-        cand = np.arange(n) if valid is None else np.flatnonzero(valid)
-    exact = _exact(x[cand].astype(np.float64), q64, norms[cand], nq, metric)
+        cand = np.arange(n) if metric != "cosine" else np.flatnonzero(entry.norms)
+    exact = _exact(x[cand].astype(np.float64), q64, entry.norms[cand], nq, metric)
     dist = exact.astype(np.float32)
     order = np.lexsort((entry.row_ids[cand], dist))[:k]
     return cand[order], dist[order]
@@ -275,7 +298,7 @@ def memory_rows(
         if not cols:  # Lance refuses to take no columns
             arrays: list[Any] = []
         elif len(ids):
-            rows = ctx.ds._take_rows(pa.array(ids, pa.uint64()), columns=cols)
+            rows = ctx.ds.take(entry.positions[pos], columns=cols)
             arrays = [rows.column(c) for c in cols]
         else:
             arrays = list(ctx.ds.schema.empty_table().select(cols).columns)
