@@ -99,32 +99,30 @@ def set_budget(nbytes: int | None) -> None:
 @dataclass(frozen=True)
 class Vectors:
     """A leaf's searchable vectors: ``matrix`` (n × dim float32), their ``row_ids``
-    (uint64, Lance's ``_rowid``), ``positions`` (int64: the row's offset among the
-    leaf's live rows, what ``LanceDataset.take`` takes), ``norms`` (float64 L2
-    norms), ``sq`` (float32 squared norms) and ``inv`` (float32 1 / norm; NaN for a
-    zero vector). ``matrix`` None: the leaf holds values whose distances this
-    module does not reproduce (searched by Lance)."""
+    (uint64, Lance's ``_rowid``), ``positions`` (int32 or int64: the row's offset
+    among the leaf's live rows, what ``LanceDataset.take`` takes), ``sq`` (float32
+    squared L2 norms), ``inv`` (float32 1 / norm; NaN for a zero vector), the
+    largest norm and the number of non-zero vectors. ``matrix`` None: the leaf
+    holds values whose distances this module does not reproduce (searched by
+    Lance). 4 × dim + 20 bytes a row (``entry_bytes``)."""
 
     matrix: np.ndarray | None
     row_ids: np.ndarray
     positions: np.ndarray
-    norms: np.ndarray
     sq: np.ndarray
     inv: np.ndarray
+    max_norm: float = 0.0
+    nonzero: int = 0
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.matrix, self.row_ids, self.positions, self.norms, self.sq, self.inv)
+        arrays = (self.matrix, self.row_ids, self.positions, self.sq, self.inv)
         return sum(0 if a is None else a.nbytes for a in arrays)
-
-    @property
-    def max_norm(self) -> float:
-        return float(self.norms.max()) if self.norms.size else 0.0
 
 
 def _unsupported() -> Vectors:
     empty = np.zeros(0)
-    return Vectors(None, empty.astype(np.uint64), empty.astype(np.int64), empty, empty, empty)
+    return Vectors(None, empty.astype(np.uint64), empty.astype(np.int64), empty, empty)
 
 
 _CACHE: OrderedDict[Hashable, Vectors] = OrderedDict()
@@ -134,7 +132,7 @@ _LOCK = threading.Lock()
 
 def entry_bytes(rows: int, dim: int) -> int:
     """The bytes a leaf of ``rows`` vectors of ``dim`` float32 takes when held."""
-    return rows * (4 * dim + 8 + 8 + 8 + 4 + 4)
+    return rows * (4 * dim + 8 + 4 + 4 + 4) + (4 * rows if rows >= 2**31 else 0)
 
 
 def held() -> tuple[int, int]:
@@ -161,7 +159,7 @@ def _evict(limit: int) -> None:
 def load(ds: lance.LanceDataset, column: str) -> Vectors:
     """The rows Lance's flat search scans: non-NULL vectors of live rows, with row ids."""
     t = ds.to_table(columns=[column], with_row_id=True)  # in order: offsets are positions
-    positions = np.arange(t.num_rows, dtype=np.int64)
+    positions = np.arange(t.num_rows, dtype=np.int32 if t.num_rows < 2**31 else np.int64)
     keep = pc.is_valid(t.column(column)).to_numpy(zero_copy_only=False)
     vec = t.column(column).filter(pa.array(keep)).combine_chunks()
     positions = positions[keep]
@@ -182,11 +180,13 @@ def load(ds: lance.LanceDataset, column: str) -> Vectors:
         matrix = np.ascontiguousarray(matrix[~nan_rows])
         row_ids, positions = row_ids[~nan_rows], positions[~nan_rows]
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64))
-    if norms.size and float(norms.max()) > 1e18:  # squares near float32's range
+    max_norm = float(norms.max()) if norms.size else 0.0
+    if max_norm > 1e18:  # squares near float32's range
         return _unsupported()
     with np.errstate(divide="ignore"):
         inv = np.where(norms > 0, 1.0 / norms, np.nan).astype(np.float32)
-    return Vectors(matrix, row_ids, positions, norms, (norms * norms).astype(np.float32), inv)
+    sq = (norms * norms).astype(np.float32)
+    return Vectors(matrix, row_ids, positions, sq, inv, max_norm, int(np.count_nonzero(norms)))
 
 
 def vectors(key: Hashable, ds: lance.LanceDataset, column: str) -> Vectors:
@@ -239,7 +239,7 @@ def top_k(entry: Vectors, q: np.ndarray, k: int, metric: str) -> tuple[np.ndarra
         bound = slack
     else:
         raise ValueError(f"unknown metric {metric!r}")
-    live = n if metric != "cosine" else int(np.count_nonzero(entry.norms))
+    live = n if metric != "cosine" else entry.nonzero
     if live > k:
         kth = float(np.partition(coarse, k - 1)[k - 1])  # NaN sorts last
         # every row whose exact score can be <= the k-th upper bound, and those that
@@ -248,21 +248,22 @@ def top_k(entry: Vectors, q: np.ndarray, k: int, metric: str) -> tuple[np.ndarra
         t += 4 * _U32 * (1.0 + abs(t))
         cand = np.flatnonzero(coarse <= t)
     else:
-        cand = np.arange(n) if metric != "cosine" else np.flatnonzero(entry.norms)
-    exact = _exact(x[cand].astype(np.float64), q64, entry.norms[cand], nq, metric)
+        cand = np.arange(n) if metric != "cosine" else np.flatnonzero(~np.isnan(entry.inv))
+    exact = _exact(x[cand].astype(np.float64), q64, nq, metric)
     dist = exact.astype(np.float32)
     order = np.lexsort((entry.row_ids[cand], dist))[:k]
     return cand[order], dist[order]
 
 
-def _exact(x: np.ndarray, q: np.ndarray, norms: np.ndarray, nq: float, metric: str) -> np.ndarray:
+def _exact(x: np.ndarray, q: np.ndarray, nq: float, metric: str) -> np.ndarray:
+    """Lance's distance of every row of ``x`` to ``q``, in float64."""
     if metric == "l2":
         d = x - q
         return np.einsum("ij,ij->i", d, d)
     dots = np.einsum("ij,j->i", x, q)
     if metric == "dot":
         return 1.0 - dots
-    return 1.0 - dots / (norms * nq)
+    return 1.0 - dots / (np.sqrt(np.einsum("ij,ij->i", x, x)) * nq)
 
 
 def usable(ctx: LeafContext, column: str) -> bool:
