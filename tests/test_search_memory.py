@@ -259,3 +259,29 @@ def test_the_memory_threshold_counts_rows_times_dimension(data, monkeypatch):
     used.clear()
     ns.search(q, k=3, filter="tenant = 'a'", columns=["id"], flat_below=0)  # index side
     assert used == []
+
+
+def test_a_leaf_with_infinite_values_is_searched_by_lance(tmp_path):
+    # Lance's float32 arithmetic decides where an infinite vector ranks (inf or NaN
+    # distances); the memory path does not imitate it and hands the leaf to Lance.
+    x = _vectors(400, seed=3)
+    x[9] = 1.0  # no NaN row here: only the infinity
+    x[21, 2] = np.inf
+    ns = lp.create(str(tmp_path / "inf"), SCHEMA, "tenant")
+    ns.append(_table(x, tenant="a"))
+    leaf = ns.plan()[0]
+    ds = lance.dataset(leaf.uri, version=leaf.read_version)
+    for metric in ("l2", "dot"):
+        q = x[21].copy()
+        q[2] = 1.0
+        got = ns.search(q, k=400, columns=["id"], metric=metric)
+        want = ds.to_table(
+            nearest={"column": "emb", "q": q, "k": 400, "metric": metric, "use_index": False},
+            columns=["id"],
+            with_row_id=True,
+        )
+        order = np.lexsort((want["_rowid"].to_numpy(), want["_distance"].to_numpy()))
+        assert got.column("id").to_pylist() == want["id"].to_numpy()[order].tolist()
+        assert 21 in got.column("id").to_pylist()
+    entry = next(iter(memory._CACHE.values()))
+    assert entry.matrix is None  # held as "search by Lance", not as vectors

@@ -7,11 +7,10 @@ needs no prefilter then computes its distances with numpy instead of going
 through Lance's scanner (which costs about 4 ms per query even for an exact
 scan of 10,000 × 128), and fetches the requested columns of the k nearest
 rows by their offsets among the leaf's live rows (``LanceDataset.take``).
-The answer is Lance's flat
-search's: the same rows, with the distances Lance defines (``l2``: squared
-Euclidean; ``cosine``: 1 - cos; ``dot``: 1 - dot) rounded to float32, rows
-whose distance is NaN left out as Lance leaves them out (NaN components, a
-zero vector under ``cosine``), ties ordered by row id.
+The answer is Lance's flat search's: the same rows, with the distances Lance
+defines (``l2``: squared Euclidean; ``cosine``: 1 - cos; ``dot``: 1 - dot)
+rounded to float32, rows whose distance is NaN left out as Lance leaves them
+out (NaN components, a zero vector under ``cosine``), ties ordered by row id.
 
 How a distance is computed: a float32 pass over all rows (``np.vecdot``,
 which does not start BLAS threads: on a loaded machine threaded BLAS was 30×
@@ -55,6 +54,7 @@ DEFAULT_BUDGET = 512 * 1024 * 1024
 MEMORY_FLAT_BELOW_VALUES = 50_000 * 128
 
 _U32 = 2.0**-24  # float32 unit roundoff
+ENTRY_OVERHEAD = 1024  # bytes counted per held leaf besides its arrays
 
 
 def default_memory_flat_below(dim: int) -> int:
@@ -117,7 +117,9 @@ class Vectors:
     @property
     def nbytes(self) -> int:
         arrays = (self.matrix, self.row_ids, self.positions, self.sq, self.inv)
-        return sum(0 if a is None else a.nbytes for a in arrays)
+        # + a fixed cost per entry, so that entries of leaves searched by Lance
+        # (no matrix) are bounded in number too
+        return ENTRY_OVERHEAD + sum(0 if a is None else a.nbytes for a in arrays)
 
 
 def _unsupported() -> Vectors:
@@ -132,7 +134,8 @@ _LOCK = threading.Lock()
 
 def entry_bytes(rows: int, dim: int) -> int:
     """The bytes a leaf of ``rows`` vectors of ``dim`` float32 takes when held."""
-    return rows * (4 * dim + 8 + 4 + 4 + 4) + (4 * rows if rows >= 2**31 else 0)
+    offsets = 8 if rows >= 2**31 else 4
+    return ENTRY_OVERHEAD + rows * (4 * dim + 8 + offsets + 4 + 4)
 
 
 def held() -> tuple[int, int]:
