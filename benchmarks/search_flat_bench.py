@@ -33,6 +33,7 @@ from pathlib import Path  # noqa: E402
 
 import lance  # noqa: E402
 import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_env  # noqa: E402
 import search_bench as sb  # noqa: E402
 
+from lance_partitioned.search import memory  # noqa: E402
 from lance_partitioned.search.api import DEFAULT_REFINE_FACTOR, default_flat_below  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,38 +50,43 @@ K = sb.K
 
 
 def measure(ds: lance.LanceDataset, data: sb.Data, queries: np.ndarray, quantized: bool, reps: int):
-    """(index ms, index recall, flat ms, flat recall): medians, interleaved per query."""
+    """(index ms, index recall, flat ms, flat recall, memory ms, memory recall): medians,
+    interleaved per query. "memory" is what ``search.memory`` does for a partition it
+    holds: numpy distances over the held vectors, then Lance's take of the k rows."""
     truth = [sb.exact_top_k(data, q, None) for q in queries]
     indexed = {"column": "vec", "k": K}
     if quantized:
         indexed["refine_factor"] = DEFAULT_REFINE_FACTOR
     flat = {"column": "vec", "k": K, "use_index": False}
+    key = ("search_flat_bench", ds.uri, ds.version)
 
     def run(spec, q):
+        if spec is None:  # from memory
+            entry = memory.vectors(key, ds, "vec")
+            pos, _ = memory.top_k(entry, q, K, "l2")
+            ids = pa.array(entry.row_ids[pos], pa.uint64())
+            return ds._take_rows(ids, columns=["id"])["id"].to_pylist()
         return ds.to_table(nearest=dict(spec, q=q), columns=["id"])["id"].to_pylist()
 
-    for q in queries:  # warm-up: index and data caches
-        run(indexed, q)
-        run(flat, q)
-    lat: dict[str, list[float]] = {"index": [], "flat": []}
-    hits = {"index": 0, "flat": 0}
+    contenders = (("index", indexed), ("flat", flat), ("memory", None))
+    for q in queries:  # warm-up: index and data caches, the held vectors
+        for _, spec in contenders:
+            run(spec, q)
+    lat: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    hits = dict.fromkeys(lat, 0)
     for rep in range(reps):
-        for q, want in zip(queries, truth, strict=True):
-            # alternate which goes first, so neither always follows the other
-            order = (("index", indexed), ("flat", flat))
-            for name, spec in order if rep % 2 == 0 else order[::-1]:
+        for i, (q, want) in enumerate(zip(queries, truth, strict=True)):
+            # rotate which goes first, so none always follows another
+            shift = (i + rep) % len(contenders)
+            for name, spec in contenders[shift:] + contenders[:shift]:
                 t0 = time.perf_counter()
                 got = run(spec, q)
                 lat[name].append(time.perf_counter() - t0)
                 if rep == 0:
                     hits[name] += len(want & set(got))
+    memory.clear()
     n = K * len(queries)
-    return (
-        statistics.median(lat["index"]) * 1000,
-        hits["index"] / n,
-        statistics.median(lat["flat"]) * 1000,
-        hits["flat"] / n,
-    )
+    return tuple(x for name in lat for x in (statistics.median(lat[name]) * 1000, hits[name] / n))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,7 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         queries, _ = sb.make_queries(data, args.queries, None, args.seed + 1)
         r = measure(ds, data, queries, args.index != "IVF_FLAT", args.reps)
         rows.append((size, lists, *r, bench_env.loadavg()))
-        print(f"{size}: index {r[0]:.2f} ms (recall {r[1]:.3f}), flat {r[2]:.2f} ms", flush=True)
+        print(
+            f"{size}: index {r[0]:.2f} ms (recall {r[1]:.3f}), flat {r[2]:.2f} ms, "
+            f"memory {r[4]:.2f} ms (recall {r[5]:.3f})",
+            flush=True,
+        )
     shutil.rmtree(work, ignore_errors=True)
     header = bench_env.header_lines(
         "Flat vs indexed search of one partition",
@@ -127,30 +138,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(args, header: list[str], rows: list[tuple]) -> str:
-    faster = [size for size, _, ims, _, fms, _, _ in rows if fms <= ims]
+    faster = [r[0] for r in rows if r[4] <= r[2]]
+    mem_faster = [r[0] for r in rows if r[6] <= r[2]]
     lines = [
         *header,
         f"One partition of N clustered {args.dim}-d float32 vectors ({args.clusters} clusters), "
         f"{args.index} index with about {args.rows_per_list} rows per IVF list, searched "
         f"with our defaults (Lance's nprobes"
         + (f", refine_factor {DEFAULT_REFINE_FACTOR}" if args.index != "IVF_FLAT" else "")
-        + f") and flat (`use_index=False`, exact), back to back per query; {args.queries} "
+        + ") and flat (`use_index=False`, exact), and from memory (`search.memory`: the "
+        "partition's vectors held in the process, numpy distances, then Lance's take of the "
+        f"k rows; exact), back to back per query in a rotating order; {args.queries} "
         f"queries × {args.reps} passes, k = {K}, median latency.",
         "",
         "| rows | IVF lists | index: latency | index: recall@10 | flat: latency | flat: recall@10 "
-        "| flat / index | load average |",
-        "|---|---|---|---|---|---|---|---|",
+        "| memory: latency | memory: recall@10 | flat / index | memory / index | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for size, lists, ims, irec, fms, frec, load in rows:
+    for size, lists, ims, irec, fms, frec, mms, mrec, load in rows:
         lines.append(
             f"| {size:,} | {lists} | {ims:.2f} ms | {irec:.3f} | {fms:.2f} ms | {frec:.3f} | "
-            f"{fms / ims:.2f}× | {load} |"
+            f"{mms:.2f} ms | {mrec:.3f} | {fms / ims:.2f}× | {mms / ims:.2f}× | {load} |"
         )
     lines += [
         "",
-        f"Flat was at least as fast at: {', '.join(f'{s:,}' for s in faster) or 'no size'} rows. "
-        f"The search default at {args.dim}-d, `default_flat_below({args.dim})`, is "
-        f"{default_flat_below(args.dim):,} rows.",
+        f"Flat was at least as fast at: {', '.join(f'{s:,}' for s in faster) or 'no size'} rows; "
+        f"memory at: {', '.join(f'{s:,}' for s in mem_faster) or 'no size'} rows. "
+        f"The search defaults at {args.dim}-d: `default_flat_below({args.dim})` (Lance's flat "
+        f"scan) is {default_flat_below(args.dim):,} rows, "
+        f"`memory.default_memory_flat_below({args.dim})` (from memory) is "
+        f"{memory.default_memory_flat_below(args.dim):,} rows.",
         "",
     ]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.search import SearchError, api
+from lance_partitioned.search import SearchError, api, memory
 
 DIM = 16
 TENANTS = ("acme", "globex", "initech")
@@ -142,11 +142,13 @@ def test_small_partitions_are_searched_exactly_by_default(data):
 
 
 def test_the_default_flat_threshold_scales_with_the_dimension(tmp_path, monkeypatch):
-    # rows x dimension decides: 10,000 rows at 128-d, so 1,000 rows at 1,280-d
+    # rows x dimension decides: 10,000 rows at 128-d, so 1,000 rows at 1,280-d. This is
+    # the threshold of Lance's flat scan, so the in-memory path (search.memory) is off.
+    monkeypatch.setattr(memory, "_budget_override", 0)
     flats = []
-    real = api.nearest_rows
+    real = memory.nearest_rows
     monkeypatch.setattr(
-        api, "nearest_rows", lambda *a, **kw: flats.append(kw["flat"]) or real(*a, **kw)
+        memory, "nearest_rows", lambda *a, **kw: flats.append(kw["flat"]) or real(*a, **kw)
     )
     for dim, rows, flat in ((1280, 1000, False), (1280, 999, True), (128, 9999, True)):
         schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.list_(pa.float32(), dim))])

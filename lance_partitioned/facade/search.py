@@ -149,8 +149,12 @@ class SearchMethods(NamespaceHandle):
         (l2, cosine, dot) defaults to the index's; ``nprobes`` and
         ``refine_factor`` are Lance's IVF search parameters; a partition of fewer
         than ``flat_below`` rows is searched exactly, by a flat scan, even when
-        indexed (default: 10,000 rows at 128 dimensions, scaled inversely with
-        the dimension, ``search.api.default_flat_below``; docs/SEARCH.md §3); the partition
+        indexed. Default: a partition read at a pinned version with no residual
+        filter is scanned exactly from its vectors held in memory below 50,000
+        rows at 128 dimensions (``search.memory``, within a byte budget), any
+        other below 10,000 rows at 128 dimensions by Lance
+        (``search.api.default_flat_below``), both scaled inversely with the
+        dimension; docs/SEARCH.md §3. The partition
         values follow as ``partition_field_<field_id>`` columns. Every partition
         is read at the version this snapshot pins; ties are broken by partition
         order, then row id.

@@ -26,7 +26,7 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.scan import FilterLike, Scan
-from lance_partitioned.search import bm25, merge
+from lance_partitioned.search import bm25, memory, merge
 from lance_partitioned.search.definitions import (
     TOKENIZER_PARAMS,
     IndexDefinition,
@@ -39,10 +39,8 @@ from lance_partitioned.search.query import (
     LeafContext,
     is_pinned,
     nearest_hits,
-    nearest_rows,
     open_context,
     text_hits,
-    vector_hits,
 )
 
 QUERY_TYPES = ("vector", "fts", "hybrid")
@@ -464,11 +462,16 @@ def _one_partition(
     name = _leaf_name(ctx, schema, vreq.column)
     if ctx.empty or name is None:
         return _finish(targets, _hit_schema(output_schema, "_distance").empty_table())
-    if flat_below is None:
-        flat_below = default_flat_below(vreq.queries.shape[1])
-    flat = ctx.rows < flat_below
-    table = nearest_rows(
-        ctx, name, vreq.queries[0], k, vreq.metric, nprobes, vreq.refine_factor, flat=flat
+    (table,) = memory.leaf_nearest(
+        ctx,
+        name,
+        vreq.queries[:1],
+        k,
+        vreq.metric,
+        nprobes,
+        vreq.refine_factor,
+        flat_below=flat_below,
+        lance_flat_below=default_flat_below(vreq.queries.shape[1]),
     )
     column = table.column("_distance")
     distances = column.to_pylist()
@@ -522,19 +525,30 @@ def vector_top_k(
     Columns: ``query_index`` (when ``batch``), ``output_schema``'s, ``_rowid``,
     ``_distance`` and ``_lp_leaf`` (the leaf ordinal, for ties and partition
     values). ``schema`` is the namespace schema (leaf columns are found by field
-    id). Leaves of fewer than ``flat_below`` rows (None: ``default_flat_below``
-    of the queries' dimension) are searched exactly (flat), indexed or not. Used by ``search`` and by the Spark tasks of ``spark.search``.
+    id). Leaves of fewer than ``flat_below`` rows are searched exactly (flat),
+    indexed or not, from memory where ``memory.usable``; None: the defaults of
+    ``memory.leaf_nearest``. Used by ``search`` and by the Spark tasks of
+    ``spark.search``.
     """
     hit_schema = _hit_schema(output_schema, "_distance")
-    if flat_below is None:
-        flat_below = default_flat_below(queries.shape[1])
+    lance_flat_below = default_flat_below(queries.shape[1])
 
     def one(ctx: LeafContext) -> list[pa.Table]:
         name = _leaf_name(ctx, schema, column)
         if ctx.empty or name is None:  # no matching row, or no vectors in this leaf
             return []
-        flat = ctx.rows < flat_below
-        return vector_hits(ctx, name, queries, k, metric, nprobes, refine_factor, flat=flat)
+        tables = memory.leaf_nearest(
+            ctx,
+            name,
+            queries,
+            k,
+            metric,
+            nprobes,
+            refine_factor,
+            flat_below=flat_below,
+            lance_flat_below=lance_flat_below,
+        )
+        return [nearest_hits(ctx, t) for t in tables]
 
     per_leaf = _parallel(one, list(contexts))
     per_query = [[hits[q] for hits in per_leaf if hits] for q in range(len(queries))]
