@@ -70,7 +70,7 @@ def test_plan_builds_tasks_only_for_the_entries_read(tmp_path, monkeypatch):
     assert leaf.calls == 0 and task.calls == 0  # nothing per partition until read
     first = plan[0]
     assert isinstance(first, ScanTask)
-    assert leaf.calls == 1 and task.calls == 1
+    assert leaf.calls == 0 and task.calls == 1  # built from the columns, no Leaf between
 
 
 def test_plan_is_list_compatible_and_matches_manifest(tmp_path):

@@ -138,37 +138,32 @@ class LeafTable(Sequence[Leaf]):
 
     def _block(self, start: int, length: int) -> list[Leaf]:
         """``Leaf`` tuples of rows ``start .. start + length``."""
+        with paused_gc():
+            # Leaf._make is tuple.__new__ on each zipped row (no per-row Python call)
+            return list(map(Leaf._make, zip(*self.block_columns(start, length), strict=True)))
+
+    def block_columns(self, start: int, length: int) -> tuple[Any, ...]:
+        """Rows ``start .. start + length`` as ``Leaf``'s fields, column by column: Python
+        lists (``values``: an iterable of per-row tuples), for building tuples fast."""
         part = self.rows.slice(start, length)
         sids = self.spec_ids[start : start + part.num_rows].tolist()
         present = set(sids)
-        with paused_gc():
-            values: Any
-            if len(present) == 1:  # one spec version (the usual case): its values, row by row
-                cols = [part.column(c).to_pylist() for c in self.fields[sids[0]]]
-                values = zip(*cols, strict=True) if cols else itertools.repeat(())
-            else:
-                by_spec = {
-                    sid: (
-                        list(zip(*cols, strict=True))
-                        if (cols := [part.column(c).to_pylist() for c in self.fields[sid]])
-                        else [()] * part.num_rows
-                    )
-                    for sid in present
-                }
-                values = (by_spec[sid][i] for i, sid in enumerate(sids))
-            # Leaf._make is tuple.__new__ on each zipped row (no per-row Python call)
-            return list(
-                map(
-                    Leaf._make,
-                    zip(
-                        part.column("object_id").to_pylist(),
-                        part.column("location").to_pylist(),
-                        sids,
-                        values,
-                        part.column("read_version").to_pylist(),
-                        part.column("read_branch").to_pylist(),
-                        part.column("read_tag").to_pylist(),
-                        strict=False,  # repeat(()) is endless
-                    ),
-                )
-            )
+        values: Any
+        if len(present) <= 1:  # one spec version (the usual case): its values, row by row
+            cols = [part.column(c).to_pylist() for c in self.fields[sids[0]]] if sids else []
+            values = zip(*cols, strict=True) if cols else itertools.repeat((), len(sids))
+        else:
+            by_spec = {}
+            for sid in present:
+                cols = [part.column(c).to_pylist() for c in self.fields[sid]]
+                by_spec[sid] = list(zip(*cols, strict=True)) if cols else [()] * len(sids)
+            values = (by_spec[sid][i] for i, sid in enumerate(sids))
+        return (
+            part.column("object_id").to_pylist(),
+            part.column("location").to_pylist(),
+            sids,
+            values,
+            part.column("read_version").to_pylist(),
+            part.column("read_branch").to_pylist(),
+            part.column("read_tag").to_pylist(),
+        )

@@ -180,17 +180,18 @@ class ScanPlan(Sequence[ScanTask]):
     def __getitem__(self, index: slice) -> list[ScanTask]: ...
     def __getitem__(self, index: int | slice) -> ScanTask | list[ScanTask]:
         if isinstance(index, slice):
-            positions = range(*index.indices(len(self)))
-            return [self[i] for i in positions]
+            start, stop, step = index.indices(len(self))
+            if step == 1:
+                return self._tasks(start, stop - start) if stop > start else []
+            return [self[i] for i in range(start, stop, step)]
         n = len(self)
         if not -n <= index < n:
             raise IndexError(f"plan index {index} out of range ({n} tasks)")
-        i = index % n
-        return self._tasks(self.leaves[i : i + 1], i)[0]
+        return self._tasks(index % n, 1)[0]
 
     def __iter__(self) -> Iterator[ScanTask]:
         for start in range(0, len(self), BLOCK):
-            yield from self._tasks(self.leaves[start : start + BLOCK], start)
+            yield from self._tasks(start, BLOCK)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):
@@ -202,13 +203,15 @@ class ScanPlan(Sequence[ScanTask]):
     def __repr__(self) -> str:
         return f"ScanPlan({len(self)} tasks)"
 
-    def _tasks(self, leaves: list[Leaf], start: int) -> list[ScanTask]:
-        """Tasks of ``leaves``, the plan's entries from position ``start`` on."""
+    def _tasks(self, start: int, length: int) -> list[ScanTask]:
+        """Tasks of the plan's entries ``start .. start + length``, built straight from
+        the columns (no ``Leaf`` in between)."""
+        oids, locations, sids, values, versions, branches, tags = self.leaves.block_columns(
+            start, length
+        )
         texts = self._texts
-        residuals = [texts[i] for i in self._index[start : start + len(leaves)].tolist()]
+        residuals = [texts[i] for i in self._index[start : start + len(oids)].tolist()]
         names, root = self._field_ids, self._root
-        # A plan can hold a million tasks: unpack each Leaf once and build the tuple
-        # directly rather than through keyword-checking constructors.
         make = ScanTask._make
         with paused_gc():
             return [
@@ -221,19 +224,13 @@ class ScanPlan(Sequence[ScanTask]):
                         read_branch,
                         read_tag,
                         spec_id,
-                        dict(zip(names[spec_id], values, strict=True)),
+                        dict(zip(names[spec_id], vals, strict=True)),
                         residual,
                     )
                 )
-                for (
-                    object_id,
-                    location,
-                    spec_id,
-                    values,
-                    read_version,
-                    read_branch,
-                    read_tag,
-                ), residual in zip(leaves, residuals, strict=True)
+                for object_id, location, spec_id, vals, read_version, read_branch, read_tag, residual in zip(
+                    oids, locations, sids, values, versions, branches, tags, residuals, strict=True
+                )
             ]
 
 
