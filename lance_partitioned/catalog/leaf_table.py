@@ -72,13 +72,25 @@ class Leaf(NamedTuple):
         return self.read_version
 
 
-def spec_ids_of(object_ids: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Each object id's spec version (int64), null for ids outside every ``v<N>`` namespace."""
+def spec_ids_of(object_ids: pa.ChunkedArray | pa.Array, known: Sequence[int] = ()) -> pa.Array:
+    """Each object id's spec version (int64), null for ids outside every ``v<N>`` namespace.
+
+    Ids starting ``v<N>$`` for a spec id in ``known`` are matched by prefix (a
+    byte comparison); only the rest go through the regular expression.
+    """
     if len(object_ids) == 0:
         return pa.array([], pa.int64())
-    heads = pc.struct_field(pc.extract_regex(object_ids, _SPEC_HEAD), [0])
-    out = pc.cast(heads, pa.int64())
-    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    if isinstance(object_ids, pa.ChunkedArray):
+        object_ids = object_ids.combine_chunks()
+    out = pa.nulls(len(object_ids), pa.int64())
+    for sid in known:
+        hit = pc.starts_with(object_ids, f"v{sid}$")
+        out = pc.if_else(hit, pa.scalar(sid, pa.int64()), out)
+    rest = pc.is_null(out)
+    if pc.any(rest).as_py():
+        heads = pc.struct_field(pc.extract_regex(object_ids, _SPEC_HEAD), [0])
+        out = pc.if_else(rest, pc.cast(heads, pa.int64()), out)
+    return out
 
 
 class LeafTable(Sequence[Leaf]):

@@ -173,7 +173,7 @@ class Snapshot:
         row under a spec version the metadata does not define raises SpecError.
         """
         rows = self._leaf_rows(filter, extra)
-        sids = spec_ids_of(rows.column("object_id"))
+        sids = spec_ids_of(rows.column("object_id"), sorted(self.specs))
         if sids.null_count:
             # Tables other tools created beside the spec versions are not partitions.
             keep = pc.is_valid(sids)
