@@ -22,6 +22,8 @@ import pytest
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.format.expressions import Compare, In, IsNull, Literal, Ref
+from lance_partitioned.format.transforms import Identity
 from lance_partitioned.operations.scan import ScanTask
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.int64())])
@@ -259,3 +261,59 @@ def test_calendar_fields_decide_per_value_beside_identity(tmp_path):
             scan.leaf_filter(lf) for lf in scan.leaves
         ], flt
         assert ns.count(flt) == data.filter(expr).num_rows, flt
+
+
+_X = Ref("x")
+_COLUMNS = [
+    (pa.int64(), [0, 5, -3, 10**12, None, 7]),
+    (pa.int32(), [0, 5, -3, None]),
+    (pa.string(), ["", "a", "ab", "b", "é", None]),
+    (pa.date32(), [dt.date(2024, 1, 1), dt.date(2023, 12, 31), None]),
+    (pa.bool_(), [True, False, None]),
+    (pa.float64(), [0.5, -1.0, None]),
+]
+_LITERALS = [0, 5, 10**12, 2**70, "ab", "é", dt.date(2024, 1, 1), True, 0.5, None]
+
+
+def _preds():
+    for op in ("=", "!=", "<", "<=", ">", ">="):
+        for lit in _LITERALS:
+            yield Compare(op, _X, Literal(lit))
+    for negated in (False, True):
+        for lits in ([5, 7], ["a", "b"], [dt.date(2024, 1, 1)], [True], [5, None], [2**70]):
+            yield In(_X, tuple(Literal(v) for v in lits), negated)
+    yield IsNull(_X, True)
+    yield IsNull(_X, False)
+
+
+@pytest.mark.parametrize(("arrow_type", "values"), _COLUMNS)
+def test_identity_column_wise_answers_equal_the_per_value_ones(arrow_type, values):
+    """Where identity answers column-wise, each answer is the per-value one (None: null)."""
+    ident = Identity()
+    column = pa.array(values, arrow_type)
+    answered = 0
+    for pred in _preds():
+        got = ident.strict_project_array(pred, column, arrow_type)
+        if got is None:  # no exact column-wise form: asked value by value
+            continue
+        answered += 1
+        want = [ident.strict_project(pred, v, arrow_type) for v in values]
+        assert got.to_pylist() == want, pred
+    assert answered > 0
+
+
+@pytest.mark.parametrize(
+    ("pred", "value", "expected"),
+    [
+        (In(_X, (Literal(1), Literal(2))), 1, True),
+        (In(_X, (Literal(1), Literal(2))), 3, False),
+        (In(_X, (Literal(1), Literal(None))), 1, True),
+        (In(_X, (Literal(1), Literal(None))), 3, False),  # NULL, not TRUE
+        (In(_X, (Literal(1), Literal(2)), True), 3, True),
+        (In(_X, (Literal(1), Literal(2)), True), 2, False),
+        (In(_X, (Literal(1), Literal(None)), True), 3, False),  # never TRUE
+        (In(_X, (Literal(1),)), None, None),  # a NULL partition: cannot say here
+    ],
+)
+def test_identity_in_list_by_hand(pred, value, expected):
+    assert Identity().strict_project(pred, value, pa.int64()) is expected

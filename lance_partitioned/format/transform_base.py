@@ -234,6 +234,11 @@ class Transform:
         """
         if type(self).strict_project is not Transform.strict_project:
             return None
+        return self._shared_strict_project_array(pred, values)
+
+    def _shared_strict_project_array(self, pred: Expr, values: pa.Array) -> pa.BooleanArray:
+        """The column-wise form of this class's ``strict_project`` (what every transform
+        answers), for subclasses whose own rules fall back to it."""
         if isinstance(pred, IsNull) and pred.negated:
             if not self.null_in_null_out:
                 return pa.nulls(len(values), pa.bool_())

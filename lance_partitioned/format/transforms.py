@@ -120,7 +120,7 @@ class Identity(Transform):
             else:
                 verdict = pc.invert(member)
             return pc.if_else(pc.is_valid(values), verdict, pa.scalar(None, pa.bool_()))
-        return super().strict_project_array(pred, values, source_type)
+        return self._shared_strict_project_array(pred, values)  # as strict_project falls back
 
     def may_strict_project(self, pred):
         """A comparison or IN list with a non-NULL literal, or what every transform answers."""
