@@ -17,11 +17,14 @@ every run rewrites the report and the plot from all of them.
 Measured at each size (median of ``--reps`` unless said):
 
 1. ``plan("k = <one key>")`` on an open handle (goal < 50 ms), and open + plan;
-2. ``plan()`` of every partition (goal < 2 s; median of 3);
+2. ``plan()`` of every partition (goal < 2 s; median of 3): a columnar
+   ``ScanPlan``; and ``list(plan())``, which builds every ``ScanTask`` (once);
 3. a one-row append into one existing partition (goal < 100 ms; median and max);
 4. one append of one row into each of 1,000 existing partitions: the whole
    append, and its commit alone (staging 1,000 leaf versions and the one
-   ``__manifest`` commit; goal < 1 s; median of 2);
+   ``__manifest`` commit; goal < 1 s; median of 2), beside Lance's floor: 1,000
+   plain ``LanceDataset.commit`` calls on 1,000 open one-row datasets, in 8
+   threads as our staging runs them, and in one;
 5. ``count()`` with no filter, ``count("k < 1000")`` and ``count("k >= 0")``
    (goal < 2 s, from the row counts ``__manifest`` keeps, without opening the
    leaves; the last keeps every partition, one repetition).
@@ -70,12 +73,15 @@ LABELS = {
     "plan_one": "plan one partition",
     "open_plan_one": "open + plan one partition",
     "plan_all": "plan all partitions",
+    "plan_all_tasks": "  and build every ScanTask of it (list(plan()))",
     "append_one": "append 1 row into 1 partition",
     "append_one_max": "(slowest of those appends)",
     "append_1000": "append 1 row into each of 1,000 partitions (all of them below 1,000)",
     "commit_1000": "  of which the commit (1,000 leaves staged + 1 __manifest commit)",
     "commit_1000_staging": "    staging 1,000 leaf versions (a Lance commit each)",
     "commit_1000_ours": "    the rest: lookups, rows, checks, the __manifest commit",
+    "lance_floor_1000": "Lance floor: 1,000 Append commits on 1,000 open datasets, 8 threads",
+    "lance_floor_1000_seq": "  the same, one thread",
     "count_all": "count(), no filter",
     "count_partition_filter": "count('k < 1000')",
     "count_partition_filter_all": "count('k >= 0'), every partition",
@@ -99,6 +105,44 @@ def check(cond: bool, what: str) -> None:
 
 def manifest_table_rows(root: Path) -> int:
     return lance.dataset(str(root / "__manifest")).count_rows("object_type = 'table'")
+
+
+def lance_floor(work: Path, n: int, threads: int = 8) -> dict[str, float]:
+    """Plain Lance staging 1,000 leaf versions: one ``LanceDataset.commit`` of an
+    ``Append`` each, on ``n`` one-row datasets already open (as our staging commits
+    on the writer's open handle), with the data files written beforehand (not
+    timed). ``threads`` as our staging uses (``transaction.run_parallel``: 8),
+    median of 2; and in one thread, once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance.fragment import write_fragments
+
+    one = pa.table({"k": [1], "v": [1]}, schema=SCHEMA)
+    if work.exists():
+        shutil.rmtree(work)  # fresh datasets each time: one version, one fragment
+    uris = [str(work / f"d{i}") for i in range(n)]
+    for u in uris:
+        lance.write_dataset(one, u)
+
+    def run(pool_size: int) -> float:
+        items = [(lance.dataset(u), write_fragments(one, u)) for u in uris]
+
+        def commit(item) -> None:
+            ds, frags = item
+            op = lance.LanceOperation.Append(frags)
+            lance.LanceDataset.commit(ds, op, read_version=ds.version, max_retries=0)
+
+        t0 = time.perf_counter()
+        if pool_size == 1:
+            for item in items:
+                commit(item)
+        else:
+            with ThreadPoolExecutor(pool_size) as pool:
+                list(pool.map(commit, items))
+        return time.perf_counter() - t0
+
+    threaded = statistics.median([run(threads), run(threads)])
+    return {"threads": threaded, "sequential": run(1)}
 
 
 def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random) -> dict:
@@ -135,6 +179,9 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
     check(
         all(p == tables for p in plans), f"plan() gave {plans[0]} leaves, __manifest has {tables}"
     )
+
+    # the plan is columnar: a consumer that wants every task object pays for them
+    out["plan_all_tasks"] = statistics.median(timed(lambda: len(list(ns.plan())), 1))
 
     # 3. one-row appends into existing partitions
     def append_one() -> None:
@@ -177,6 +224,9 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
         check(not any(lw.is_new for lw in written.leaves.values()), "a partition was created")
         extra.extend(ks)
     publish.run_parallel = real
+    # what Lance alone needs for 1,000 leaf versions, measured beside it (same load)
+    floor = lance_floor(root.parent / "floor", min(1000, n))
+    out["lance_floor_1000"], out["lance_floor_1000_seq"] = floor["threads"], floor["sequential"]
     out["append_1000"], out["commit_1000"] = statistics.median(whole), statistics.median(commits)
     out["commit_1000_staging"] = statistics.median(stagings)
     out["commit_1000_ours"] = statistics.median(
@@ -267,9 +317,11 @@ def draw(results: dict, path: str) -> None:
     curves = {
         "plan_one": "plan one partition",
         "plan_all": "plan all partitions",
+        "plan_all_tasks": "  and build every ScanTask of it (list(plan()))",
         "append_one": "append 1 row into 1 partition",
         "commit_1000": "commit touching 1,000 partitions",
         "commit_1000_ours": "  its __manifest side (without leaf staging)",
+        "lance_floor_1000": "Lance floor: 1,000 commits, 8 threads",
         "count_all": "count(), no filter",
         "count_partition_filter": "count('k < 1000')",
         "count_partition_filter_all": "count('k >= 0')",

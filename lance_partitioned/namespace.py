@@ -35,7 +35,7 @@ from lance_partitioned.operations.delete import DeleteResult, delete_rows, requi
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.scan import FilterLike, Scan, ScanTask
+from lance_partitioned.operations.scan import FilterLike, Scan, ScanPlan
 from lance_partitioned.operations.write import WriteJob
 
 __all__ = [
@@ -212,11 +212,16 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         """
         return Scan(self._snapshot, filter, columns, batch_size)
 
-    def plan(self, filter: FilterLike = None) -> list[ScanTask]:
+    def plan(self, filter: FilterLike = None) -> ScanPlan:
         """The partition tables a scan with ``filter`` reads (``ScanTask``s).
 
         Each task has object_id, location, uri, read_version/branch/tag, spec_id,
-        partition values, and the residual filter still run inside it.
+        partition values, and the residual filter still run inside it. The result
+        is a ``ScanPlan``: a read-only sequence that behaves as a list of tasks
+        (``len``, indexing, slicing, iteration, ``==`` with a list) but keeps the
+        tasks as Arrow columns and builds each ``ScanTask`` only when it is read,
+        so ``len(ns.plan())`` over a million partitions builds none
+        (``list(ns.plan())`` gives a real list).
 
         Example::
 

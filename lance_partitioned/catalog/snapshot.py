@@ -7,12 +7,10 @@ plan never mixes two manifest versions.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import logging
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -20,6 +18,13 @@ import pyarrow.compute as pc
 
 from lance_partitioned.catalog import history, layout, repair
 from lance_partitioned.catalog.layout import join_uri
+from lance_partitioned.catalog.leaf_table import (  # noqa: F401  (Leaf, paused_gc: re-exported)
+    LEAF_COLUMNS,
+    Leaf,
+    LeafTable,
+    paused_gc,
+    spec_ids_of,
+)
 from lance_partitioned.catalog.manifest import (
     ID_CHUNK,
     SCHEMA_KEY,
@@ -50,53 +55,6 @@ log = logging.getLogger(__name__)
 # Python types of partition values whose SQL equality in Lance is exactly Python's
 # (no NaN, -0.0, time zone or scale subtleties): these keys are looked up by index.
 _EXACT_TYPES = (int, bool, str, dt.date)
-
-# What a ``Leaf`` is made of, besides the partition columns of every spec.
-LEAF_COLUMNS = ("object_id", "location", "read_version", "read_branch", "read_tag")
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while building many small objects.
-
-    A plan of a million partitions creates millions of tuples; each allocation
-    burst triggers collections that re-scan every live object, which made up
-    two thirds of the cost at 100,000 partitions. The objects built (tuples of
-    strings and numbers) cannot form cycles, so nothing is lost by collecting
-    after. Re-enabled on exit only if it was enabled on entry.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-class Leaf(NamedTuple):
-    """One partition table as the manifest lists it (a tuple: plans build thousands)."""
-
-    object_id: str
-    location: str
-    spec_id: int
-    values: tuple[Any, ...]  # partition values in spec field order
-    read_version: int | None = None
-    read_branch: str | None = None
-    read_tag: str | None = None
-
-    def version_ref(self) -> int | str | tuple[str, int] | None:
-        """What to pass to ``lance.dataset(version=...)`` per seed 000 Read Behavior."""
-        if self.read_tag is not None:
-            return self.read_tag
-        if self.read_branch is not None:
-            return (
-                (self.read_branch, self.read_version)
-                if self.read_version is not None
-                else (self.read_branch, None)
-            )
-        return self.read_version
-
 
 # (root, version, message) already logged, so that repeated loads of one
 # damaged version (every scan refreshes) log once per process.
@@ -204,7 +162,34 @@ class Snapshot:
     # -- rows ---------------------------------------------------------------
     def leaves(self, filter: str | None = None) -> list[Leaf]:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
-        return self._to_leaves(self._leaf_rows(filter))
+        return list(self.leaf_table(filter))
+
+    def leaf_table(self, filter: str | None = None, extra: Sequence[str] = ()) -> LeafTable:
+        """The table rows ``filter`` selects as columns (``catalog.leaf_table``): what
+        ``leaves`` returns, without building a ``Leaf`` per row. ``extra``: more
+        ``__manifest`` columns to keep in ``rows`` (e.g. ``metadata`` for row counts).
+
+        Tables outside the spec version namespaces (other tools') are left out; a
+        row under a spec version the metadata does not define raises SpecError.
+        """
+        rows = self._leaf_rows(filter, extra)
+        sids = spec_ids_of(rows.column("object_id"), sorted(self.specs))
+        if sids.null_count:
+            # Tables other tools created beside the spec versions are not partitions.
+            keep = pc.is_valid(sids)
+            log.debug(
+                "ignoring %d tables outside the spec version namespaces",
+                sids.null_count,
+            )
+            rows, sids = rows.filter(keep), sids.filter(keep)
+        present = pc.unique(sids).to_pylist()
+        for sid in sorted(present):
+            if sid not in self.specs:
+                raise SpecError(
+                    f"manifest rows under 'v{sid}' belong to unknown spec version v{sid}"
+                )
+        fields = {sid: [f.column for f in self.specs[sid].fields] for sid in present}
+        return LeafTable(rows, sids.to_numpy(zero_copy_only=False), fields)
 
     def _leaf_rows(self, filter: str | None, extra: Sequence[str] = ()) -> pa.Table:
         """The table rows matching ``filter``: the columns a ``Leaf`` needs, plus ``extra``."""
@@ -272,53 +257,6 @@ class Snapshot:
                     f"manifest rows under {head!r} belong to unknown spec version {head}"
                 )
         return rows if pc.all(ours).as_py() is not False else rows.filter(ours)
-
-    def _to_leaves(self, rows: pa.Table) -> list[Leaf]:
-        with paused_gc():
-            return self._make_leaves(rows)
-
-    def _make_leaves(self, rows: pa.Table) -> list[Leaf]:
-        data = rows.to_pydict()
-        oids = data["object_id"]
-        # Column-wise work: this runs for every plan(), over up to tens of thousands of rows.
-        heads = [oid.partition(layout.SEPARATOR)[0] for oid in oids]
-        spec_of: dict[str, int] = {}
-        values_of: dict[int, list[tuple[Any, ...]]] = {}
-        foreign = {h for h in set(heads) if layout.spec_id_of_namespace(h) is None}
-        if foreign:
-            # Tables other tools created beside the spec versions are not partitions.
-            log.debug("ignoring tables outside the spec version namespaces: %s", sorted(foreign))
-        for head in set(heads) - foreign:
-            sid = layout.spec_id_of(head)
-            if sid not in self.specs:
-                raise SpecError(
-                    f"manifest rows under {head!r} belong to unknown spec version v{sid}"
-                )
-            spec_of[head] = sid
-            cols = [data[f.column] for f in self.specs[sid].fields]
-            values_of[sid] = list(zip(*cols, strict=True)) if cols else [()] * len(oids)
-        sids = [spec_of.get(head) for head in heads]
-        if len(values_of) == 1:  # one spec version (the usual case): its values, row by row
-            (values,) = values_of.values()
-        else:
-            values = [None if sid is None else values_of[sid][i] for i, sid in enumerate(sids)]
-        # Leaf._make is tuple.__new__ on each zipped row (no per-row Python call)
-        leaves = map(
-            Leaf._make,
-            zip(
-                oids,
-                data["location"],
-                sids,
-                values,
-                data["read_version"],
-                data["read_branch"],
-                data["read_tag"],
-                strict=True,
-            ),
-        )
-        if foreign:
-            return [leaf for leaf in leaves if leaf.spec_id is not None]
-        return list(leaves)
 
     def rows_for_keys(
         self, spec_id: int, keys: Sequence[tuple[Any, ...]]

@@ -29,11 +29,13 @@ gives NULL out), but not through an expression, which may map NULL to a value.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_partitioned.format.calendar import (
     calendar_bound,
@@ -327,6 +329,39 @@ class _ImplicationCheck:
             self.pred, list(self.hierarchy), values, self.source_type
         )
 
+    def implied_array(self, columns: Mapping[int, pa.Array]) -> np.ndarray:
+        """``implied`` for many partitions at once: ``columns`` maps each spec field id
+        to the partitions' values; a numpy bool per partition.
+
+        Column-wise where every answering transform has a vectorised form
+        (``Transform.strict_project_array``) and no partition is left to the
+        calendar; otherwise value by value, once per distinct combination."""
+        verdict: Any = None
+        for f in self.answering:
+            v = f.function.strict_project_array(self.pred, columns[f.field_id], self.source_type)
+            if v is None:
+                return self._implied_rows(columns)
+            verdict = v if verdict is None else pc.coalesce(verdict, v)
+        if verdict is None or (self.hierarchy and verdict.null_count):
+            return self._implied_rows(columns)
+        return np.asarray(pc.fill_null(verdict, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+    def _implied_rows(self, columns: Mapping[int, pa.Array]) -> np.ndarray:
+        ids = list(dict.fromkeys(f.field_id for f in (*self.answering, *self.hierarchy)))
+        lists = [columns[i].to_pylist() for i in ids]
+        n = len(next(iter(columns.values()))) if columns else 0
+        memo: dict[Any, bool] = {}
+        out = np.zeros(n, dtype=bool)
+        for row, key in enumerate(zip(*lists, strict=True)):
+            try:
+                verdict = memo[key]
+            except KeyError:
+                verdict = memo[key] = self.implied(dict(zip(ids, key, strict=True)))
+            except TypeError:  # an unhashable value: answer without the memo
+                verdict = self.implied(dict(zip(ids, key, strict=True)))
+            out[row] = verdict
+        return out
+
 
 class ResidualPlan:
     """Which conjuncts of one bound NNF filter a partition of one spec still has to check.
@@ -376,6 +411,34 @@ class ResidualPlan:
             return self._kept(values)
         answer = self._answers[key] = self._kept(values)
         return answer
+
+    def kept_array(
+        self, columns: Sequence[pa.Array], count: int
+    ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+        """``kept`` for ``count`` partitions at once, from their value ``columns`` (one
+        per spec field, in field order). Returns each partition's index into the list
+        of distinct answers, and that list."""
+        if self.constant is not None:
+            return np.zeros(count, dtype=np.int64), [self.constant]
+        by_id = dict(zip(self.field_ids, columns, strict=True))
+        implied = [c.implied_array(by_id) for c in self._checks]
+        if len(implied) <= 62:  # one bit per check in an int64: distinct answers by np.unique
+            bits = np.zeros(count, dtype=np.int64)
+            for j, mask in enumerate(implied):
+                bits |= mask.astype(np.int64) << j
+            codes, index = np.unique(bits, return_inverse=True)
+            patterns = [[bool((int(code) >> j) & 1) for j in range(len(implied))] for code in codes]
+        else:
+            rows = list(zip(*(m.tolist() for m in implied), strict=True))
+            distinct = list(dict.fromkeys(rows))
+            position = {r: i for i, r in enumerate(distinct)}
+            index = np.fromiter((position[r] for r in rows), dtype=np.int64, count=count)
+            patterns = [list(r) for r in distinct]
+        answers = []
+        for pattern in patterns:
+            dropped = {c.index for c, hit in zip(self._checks, pattern, strict=True) if hit}
+            answers.append(tuple(i for i in range(self._count) if i not in dropped))
+        return np.asarray(index, dtype=np.int64).reshape(count), answers
 
     def _kept(self, values: Sequence[Any]) -> tuple[int, ...]:
         by_id = dict(zip(self.field_ids, values, strict=True))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format.expressions import Compare, Expr, In, IsNull, Literal, Ref
@@ -219,6 +220,30 @@ class Transform:
         if isinstance(pred, IsNull) and pred.negated and value is not None:
             return True if self.null_in_null_out else None
         return None
+
+    def strict_project_array(
+        self, pred: Expr, values: pa.Array, source_type: pa.DataType
+    ) -> pa.BooleanArray | None:
+        """``strict_project`` of ``pred`` for every partition value in ``values`` at once.
+
+        Per value: True, False, or null where ``strict_project`` gives None. Returns
+        None when this transform has no vectorised form for ``pred``; callers then
+        ask ``strict_project`` value by value. A subclass that overrides
+        ``strict_project`` overrides this too, so both agree (until it does, the
+        value-by-value answer is used).
+        """
+        if type(self).strict_project is not Transform.strict_project:
+            return None
+        return self._shared_strict_project_array(pred, values)
+
+    def _shared_strict_project_array(self, pred: Expr, values: pa.Array) -> pa.BooleanArray:
+        """The column-wise form of this class's ``strict_project`` (what every transform
+        answers), for subclasses whose own rules fall back to it."""
+        if isinstance(pred, IsNull) and pred.negated:
+            if not self.null_in_null_out:
+                return pa.nulls(len(values), pa.bool_())
+            return pc.if_else(pc.is_valid(values), True, pa.scalar(None, pa.bool_()))
+        return pa.nulls(len(values), pa.bool_())
 
     def may_strict_project(self, pred: Expr) -> bool:
         """False when ``strict_project(pred, value, t)`` is None for *every* value and type.

@@ -20,6 +20,7 @@ transform is tabled once, in docs/FORMAT.md §4.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -82,7 +83,10 @@ class Identity(Transform):
         return None
 
     def strict_project(self, pred, value, source_type):
-        """The partition value is every row's value: compare it with the literal."""
+        """The partition value is every row's value: compare it with the literal, or
+        look it up in the IN list (``NOT IN`` holds only when no listed value is NULL)."""
+        if isinstance(pred, In) and value is not None:
+            return _in_verdict(pred, value)
         if value is None or not isinstance(pred, Compare) or pred.literal.value is None:
             return super().strict_project(pred, value, source_type)
         try:
@@ -93,11 +97,90 @@ class Identity(Transform):
             return False
         return verdicts[pred.op]
 
+    def strict_project_array(self, pred, values, source_type):
+        """``strict_project`` column-wise, for literals whose Arrow comparison is exactly
+        Python's (integers, strings, dates, booleans); None for the rest (asked per value)."""
+        if isinstance(pred, Compare) and pred.literal.value is not None:
+            literal = _exact_scalar(pred.literal.value, values.type)
+            kernel = _COMPARE_KERNELS.get(pred.op)
+            if literal is None or kernel is None:
+                return None
+            return kernel(values, literal)  # null value: null (cannot say)
+        if isinstance(pred, In):
+            literals = [v.value for v in pred.values]
+            listed = [v for v in literals if v is not None]
+            scalars = [_exact_scalar(v, values.type) for v in listed]
+            if any(s is None for s in scalars):
+                return None
+            member = pc.is_in(values, value_set=pa.array(listed, values.type))
+            if not pred.negated:
+                verdict = member
+            elif len(listed) < len(literals):  # NOT IN with a NULL is never TRUE
+                verdict = pa.array(np.zeros(len(values), dtype=bool))
+            else:
+                verdict = pc.invert(member)
+            return pc.if_else(pc.is_valid(values), verdict, pa.scalar(None, pa.bool_()))
+        return self._shared_strict_project_array(pred, values)  # as strict_project falls back
+
     def may_strict_project(self, pred):
-        """A comparison with a non-NULL literal, or what every transform answers."""
+        """A comparison or IN list with a non-NULL literal, or what every transform answers."""
         return (
-            isinstance(pred, Compare) and pred.literal.value is not None
-        ) or super().may_strict_project(pred)
+            (isinstance(pred, Compare) and pred.literal.value is not None)
+            or (isinstance(pred, In) and any(v.value is not None for v in pred.values))
+            or super().may_strict_project(pred)
+        )
+
+
+# Arrow kernels of the six comparisons (``transform_base.COMPARISONS``, column-wise).
+_COMPARE_KERNELS = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+
+
+def _exact_scalar(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
+    """``value`` as an Arrow scalar of ``arrow_type`` when Arrow compares it with that
+    column exactly as Python compares the Python values (integers, strings in code
+    point order, dates, booleans); None otherwise (floats, instants, decimals, a
+    value out of range), where the per-value answer is used."""
+    ok = (
+        (pa.types.is_integer(arrow_type) and type(value) is int)
+        or (
+            (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+            and type(value) is str
+        )
+        or (pa.types.is_date(arrow_type) and type(value) is dt.date)
+        or (pa.types.is_boolean(arrow_type) and type(value) is bool)
+    )
+    if not ok:
+        return None
+    try:
+        return pa.scalar(value, arrow_type)
+    except (pa.ArrowInvalid, OverflowError, TypeError):
+        return None
+
+
+def _in_verdict(pred: In, value: Any) -> bool:
+    """Whether ``value IN (...)`` (or ``NOT IN``) is TRUE for a non-NULL ``value``."""
+    found = False
+    for lit in (v.value for v in pred.values):
+        if lit is None:
+            if pred.negated:
+                return False  # x NOT IN (..., NULL) is NULL or FALSE, never TRUE
+            continue
+        try:
+            # all six, as for comparisons: a pair only some operators order is not equal
+            verdicts = {op: fn(value, lit) for op, fn in COMPARISONS.items()}
+        except TypeError:
+            if pred.negated:
+                return False  # cannot tell that it differs from every listed value
+            continue
+        found = found or bool(verdicts["="])
+    return found != pred.negated
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,20 @@ filter, which makes the result exact.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union, overload
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.catalog.leaf_table import BLOCK, LeafTable
 from lance_partitioned.catalog.manifest_query import partitions_matching
+from lance_partitioned.catalog.row_counts import trusted_counts
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, and_all
@@ -139,6 +141,99 @@ def read_leaf(
             yield kept.select(columns)
 
 
+def _array(a: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(a, pa.ChunkedArray):
+        return a.combine_chunks()
+    return a
+
+
+class ScanPlan(Sequence[ScanTask]):
+    """The tasks of a scan plan: a read-only, list-like sequence of ``ScanTask``.
+
+    A plan can cover a million partitions. It keeps them as Arrow columns (the
+    ``LeafTable`` and each leaf's residual filter as an index into the distinct
+    texts) and builds a ``ScanTask`` only for the entries read: ``len`` costs
+    nothing, ``plan[i]`` builds one task, iteration builds them a block at a
+    time. Compares equal to a list of the same tasks.
+    """
+
+    def __init__(
+        self,
+        leaves: LeafTable,
+        residual_index: np.ndarray,
+        residual_texts: list[str | None],
+        field_ids: dict[int, tuple[int, ...]],
+        root: str,
+    ):
+        self.leaves = leaves
+        self._index = residual_index
+        self._texts = residual_texts
+        self._field_ids = field_ids
+        self._root = root
+
+    def __len__(self) -> int:
+        return len(self.leaves)
+
+    @overload
+    def __getitem__(self, index: int) -> ScanTask: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ScanTask]: ...
+    def __getitem__(self, index: int | slice) -> ScanTask | list[ScanTask]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step == 1:
+                return self._tasks(start, stop - start) if stop > start else []
+            return [self[i] for i in range(start, stop, step)]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"plan index {index} out of range ({n} tasks)")
+        return self._tasks(index % n, 1)[0]
+
+    def __iter__(self) -> Iterator[ScanTask]:
+        for start in range(0, len(self), BLOCK):
+            yield from self._tasks(start, BLOCK)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # list semantics: unhashable
+
+    def __repr__(self) -> str:
+        return f"ScanPlan({len(self)} tasks)"
+
+    def _tasks(self, start: int, length: int) -> list[ScanTask]:
+        """Tasks of the plan's entries ``start .. start + length``, built straight from
+        the columns (no ``Leaf`` in between)."""
+        oids, locations, sids, values, versions, branches, tags = self.leaves.block_columns(
+            start, length
+        )
+        texts = self._texts
+        residuals = [texts[i] for i in self._index[start : start + len(oids)].tolist()]
+        names, root = self._field_ids, self._root
+        make = ScanTask._make
+        with paused_gc():
+            return [
+                make(
+                    (
+                        object_id,
+                        location,
+                        root + location,
+                        read_version,
+                        read_branch,
+                        read_tag,
+                        spec_id,
+                        dict(zip(names[spec_id], vals, strict=True)),
+                        residual,
+                    )
+                )
+                for object_id, location, spec_id, vals, read_version, read_branch, read_tag, residual in zip(
+                    oids, locations, sids, values, versions, branches, tags, residuals, strict=True
+                )
+            ]
+
+
 class Scan:
     """A lazy, pruned read of a snapshot. Nothing is read until a ``to_*``/``count`` call."""
 
@@ -186,8 +281,48 @@ class Scan:
         return pa.schema(fields)
 
     @cached_property
-    def leaves(self) -> list[Leaf]:
-        return self.snapshot.leaves(self.manifest_sql)
+    def leaves(self) -> LeafTable:
+        """The leaves the filter may match, in manifest order: a ``Sequence[Leaf]``
+        kept as Arrow columns (``catalog.leaf_table``); ``Leaf`` tuples are built
+        only for the leaves a consumer reads."""
+        return self.snapshot.leaf_table(self.manifest_sql)
+
+    @cached_property
+    def _residuals(self) -> tuple[np.ndarray, list[str | None]]:
+        """Every leaf's residual filter, column-wise: per leaf of ``leaves`` an index
+        into the list of distinct residual SQL texts (``leaf_filter`` of each leaf)."""
+        return self._residuals_of(self.leaves)
+
+    def _residuals_of(self, leaves: LeafTable) -> tuple[np.ndarray, list[str | None]]:
+        out = np.zeros(len(leaves), dtype=np.int64)
+        if self.expr is None:
+            return out, [None]
+        texts: list[str | None] = []
+        position: dict[str | None, int] = {}
+        for sid in np.unique(leaves.spec_ids).tolist():
+            rows = np.flatnonzero(leaves.spec_ids == sid)
+            spec = self.snapshot.specs[sid]
+            take = pa.array(rows)
+            columns = [_array(leaves.rows.column(f.column).take(take)) for f in spec.fields]
+            index, answers = self._residual_plan(sid).kept_array(columns, len(rows))
+            ids = []
+            for kept in answers:
+                sql = self._render(kept)
+                if sql not in position:
+                    position[sql] = len(texts)
+                    texts.append(sql)
+                ids.append(position[sql])
+            out[rows] = np.asarray(ids, dtype=np.int64)[index]
+        return out, texts
+
+    def _residual_plan(self, spec_id: int) -> ResidualPlan:
+        plan = self._residual_plans.get(spec_id)
+        if plan is None:
+            spec = self.snapshot.specs[spec_id]
+            plan = self._residual_plans[spec_id] = ResidualPlan(
+                self._parts, spec, self.snapshot.schema
+            )
+        return plan
 
     def leaf_filter(self, leaf: Leaf) -> str | None:
         """The Lance SQL filter ``leaf`` still needs: its residual. None: every row matches.
@@ -198,12 +333,7 @@ class Scan:
         """
         if self.expr is None:
             return None
-        plan = self._residual_plans.get(leaf.spec_id)
-        if plan is None:
-            spec = self.snapshot.specs[leaf.spec_id]
-            plan = self._residual_plans[leaf.spec_id] = ResidualPlan(
-                self._parts, spec, self.snapshot.schema
-            )
+        plan = self._residual_plan(leaf.spec_id)
         if plan.constant is not None:  # no partition value of this spec guarantees anything
             return self._render(plan.constant)
         try:
@@ -232,47 +362,19 @@ class Scan:
     def _nnf(self) -> Expr:
         return to_nnf(self.expr)
 
-    def plan(self) -> list[ScanTask]:
-        """The selected leaf tables, in manifest order, each with its residual filter."""
+    def plan(self) -> ScanPlan:
+        """The selected leaf tables, in manifest order, each with its residual filter.
+
+        A ``ScanPlan``: a read-only sequence of ``ScanTask`` that behaves as a list
+        (``len``, indexing, slicing, iteration, ``==``), kept as columns and
+        building each task only when it is read.
+        """
         names = {
             sid: tuple(f.field_id for f in spec.fields) for sid, spec in self.snapshot.specs.items()
         }
         root = self.snapshot.manifest.root.rstrip("/") + "/"
-        leaves = self.leaves
-        with paused_gc():  # one task per partition: up to millions of small objects
-            return self._tasks(leaves, names, root)
-
-    def _tasks(self, leaves: list[Leaf], names: dict[int, list[str]], root: str) -> list[ScanTask]:
-        residuals = (
-            map(self.leaf_filter, leaves) if self.expr is not None else itertools.repeat(None)
-        )
-        # A plan can hold tens of thousands of tasks: unpack each Leaf once and build
-        # the tuple directly rather than through keyword-checking constructors.
-        make = ScanTask._make
-        return [
-            make(
-                (
-                    object_id,
-                    location,
-                    root + location,
-                    read_version,
-                    read_branch,
-                    read_tag,
-                    spec_id,
-                    dict(zip(names[spec_id], values, strict=True)),
-                    residual,
-                )
-            )
-            for (
-                object_id,
-                location,
-                spec_id,
-                values,
-                read_version,
-                read_branch,
-                read_tag,
-            ), residual in zip(leaves, residuals, strict=False)  # repeat() is endless
-        ]
+        index, texts = self._residuals
+        return ScanPlan(self.leaves, index, texts, names, root)
 
     # -- reading ------------------------------------------------------------
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
@@ -364,15 +466,20 @@ class Scan:
         decide it: no residual) is counted from the row count ``__manifest``
         keeps with it (docs/FORMAT.md "Row counts") without opening it; any
         other leaf is counted inside Lance without materialising its rows.
+        Which leaves are whole is decided column-wise, so a partition-only
+        filter over a million partitions costs about what ``count()`` does.
         """
         if self.expr is None:
             known, rest = self.snapshot.row_counts(self.manifest_sql)
             return known + self._count_opened(rest)
-        whole = {leaf.object_id for leaf in self.leaves if self.leaf_filter(leaf) is None}
-        stored = self.snapshot.stored_counts(self.manifest_sql) if whole else {}
-        counted = whole & stored.keys()
-        known = sum(stored[oid] for oid in counted)
-        return known + self._count_opened([lf for lf in self.leaves if lf.object_id not in counted])
+        leaves = self.snapshot.leaf_table(self.manifest_sql, extra=("metadata",))
+        index, texts = self._residuals_of(leaves)
+        whole = np.isin(index, [i for i, sql in enumerate(texts) if sql is None])
+        counts = trusted_counts(leaves.rows)
+        stored = pc.is_valid(counts).to_numpy(zero_copy_only=False)
+        counted = whole & stored
+        known = int(pc.sum(pc.filter(counts, pa.array(counted))).as_py() or 0)
+        return known + self._count_opened(leaves.take(np.flatnonzero(~counted)))
 
     def _count_opened(self, leaves: list[Leaf]) -> int:
         """Rows of ``leaves`` matching their residual filter, counted by opening each."""
@@ -392,7 +499,7 @@ class Scan:
 
     def explain(self) -> str:
         """Human-readable pruning summary."""
-        total = len(self.snapshot.leaves())
+        total = len(self.snapshot.leaf_table())
         return (
             f"filter: {self.sql or '(none)'}\n"
             f"__manifest version: {self.snapshot.version}\n"

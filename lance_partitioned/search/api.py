@@ -142,7 +142,7 @@ def pruned_leaves(snapshot: Snapshot, scan: Scan) -> list[Leaf]:
     if key not in memo:
         if len(memo) >= _PRUNED_MAX:
             memo.clear()
-        memo[key] = scan.leaves
+        memo[key] = list(scan.leaves)  # searched again and again: build the Leafs once
     return memo[key]
 
 
