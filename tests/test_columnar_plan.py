@@ -317,3 +317,18 @@ def test_identity_column_wise_answers_equal_the_per_value_ones(arrow_type, value
 )
 def test_identity_in_list_by_hand(pred, value, expected):
     assert Identity().strict_project(pred, value, pa.int64()) is expected
+
+
+def test_spark_planning_counts_the_partitions_without_a_leaf_each(tmp_path, monkeypatch):
+    """Spark's read planning reports how many partitions the filter skipped; the
+    total comes from the columns, so a pruned read builds a ``Leaf`` only for the
+    partitions it keeps (a million-partition namespace would otherwise build a
+    million)."""
+    pytest.importorskip("pyspark")
+    from lance_partitioned.spark.planning import plan_read
+
+    ns, _ = _namespace(tmp_path, partitions=30)
+    leaf, _task = _count_builds(monkeypatch)
+    plan, scan = plan_read(ns.snapshot, "k = 3")
+    assert len(scan.leaves) == 1
+    assert leaf.calls <= 1

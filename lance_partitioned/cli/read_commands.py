@@ -119,7 +119,7 @@ def explain(ctx: Context, filter_: str) -> None:
         "version": ns.version,
         "manifest_predicate": scan.manifest_sql,
         "partitions": len(scan.leaves),
-        "partitions_total": len(ns.snapshot.leaves()),
+        "partitions_total": len(ns.snapshot.leaf_table()),
     }
     emit(ctx.json, data, lambda console: console.print(scan.explain()))
 

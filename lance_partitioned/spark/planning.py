@@ -203,7 +203,7 @@ def plan_read(
     start = time.perf_counter()
     scan = Scan(snapshot, expr, columns)
     leaves = scan.leaves
-    total = len(snapshot.leaves()) if scan.manifest_sql else len(leaves)
+    total = len(snapshot.leaf_table()) if scan.manifest_sql else len(leaves)
     if len(leaves) <= MAX_LEAVES_TO_SPLIT:
         threads = max(2, min(16, (os.cpu_count() or 2) * 2))
         with ThreadPoolExecutor(threads) as pool:

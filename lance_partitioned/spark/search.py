@@ -187,7 +187,7 @@ def plan_search(
         # row counts (from the pinned versions' metadata) balance the groups
         with ThreadPoolExecutor(8) as pool:
             rows = list(pool.map(lambda lf: snapshot.open_leaf(lf).count_rows(), leaves))
-    total = len(snapshot.leaves()) if scan.manifest_sql else len(leaves)
+    total = len(snapshot.leaf_table()) if scan.manifest_sql else len(leaves)
     return SearchPlan(
         root=snapshot.manifest.root,
         manifest_version=snapshot.version,
