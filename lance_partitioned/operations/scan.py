@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog.manifest_query import partitions_matching
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc, read_session
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, and_all
 from lance_partitioned.format.filters.bind import bind
@@ -324,7 +324,7 @@ class Scan:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
         try:
             yield from read_leaf(
-                self.snapshot.open_leaf(leaf),
+                self.snapshot.open_leaf(leaf, read_session()),
                 self.snapshot.schema,
                 [f.name for f in self.output_schema],
                 self.leaf_filter(leaf),
@@ -350,7 +350,7 @@ class Scan:
         """One leaf's matching rows as a table (``_leaf_batches``' rows, read at once)."""
         try:
             table = read_leaf_table(
-                self.snapshot.open_leaf(leaf),
+                self.snapshot.open_leaf(leaf, read_session()),
                 self.snapshot.schema,
                 [f.name for f in self.output_schema],
                 self.leaf_filter(leaf),
@@ -437,7 +437,7 @@ class Scan:
         """Rows of ``leaves`` matching their residual filter, counted by opening each."""
 
         def count_leaf(leaf: Leaf) -> int:
-            ds = self.snapshot.open_leaf(leaf)
+            ds = self.snapshot.open_leaf(leaf, read_session())
             if ReadMapping(
                 self.snapshot.schema, self.filter_columns, ds, leaf.object_id
             ).is_identity:
