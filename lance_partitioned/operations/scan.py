@@ -364,7 +364,13 @@ class Scan:
         return table
 
     def to_arrow(self) -> pa.Table:
-        """Read everything into one Arrow table (leaves read in parallel)."""
+        """Read everything into one Arrow table, in manifest order of the leaves.
+
+        Up to ``READ_THREADS`` (8) leaves are read at once, each whole by Lance
+        at the version the scan's ``__manifest`` pins, through the process's
+        shared Lance session (``catalog.snapshot.read_session``); the leaves'
+        column chunks become the table's without a copy.
+        """
         leaves = self.leaves
         if not leaves:
             return self.output_schema.empty_table()
