@@ -171,9 +171,9 @@ def test_a_count_with_a_residual_still_opens_the_leaves_it_needs(tmp_path, monke
     opened: list[str] = []
     real = Snapshot.open_leaf
 
-    def spy(self, leaf):
+    def spy(self, leaf, *args, **kwargs):
         opened.append(leaf.object_id)
-        return real(self, leaf)
+        return real(self, leaf, *args, **kwargs)
 
     monkeypatch.setattr(Snapshot, "open_leaf", spy)
     want = data.filter(pc.field("k").isin([1, 2]) & (pc.field("v") > 50)).num_rows

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,11 +298,11 @@ class Snapshot:
         cond = where(NAMESPACE_ROWS, spec_members(spec_id))
         return self.rows_dataset.to_table(filter=cond)
 
-    def open_leaf(self, leaf: Leaf) -> lance.LanceDataset:
-        """The leaf dataset at its pinned version."""
+    def open_leaf(self, leaf: Leaf, session: lance.Session | None = None) -> lance.LanceDataset:
+        """The leaf dataset at its pinned version (through ``session``: see ``read_session``)."""
         try:
             return open_leaf_dataset(
-                self.leaf_uri(leaf.location), leaf, self.manifest.storage_options
+                self.leaf_uri(leaf.location), leaf, self.manifest.storage_options, session
             )
         except Exception as exc:
             self.raise_if_cleaned_up(exc, leaf)
@@ -350,15 +352,50 @@ _spec_checks: dict[tuple[str, str], str | None] = {}
 
 
 def open_leaf_dataset(
-    uri: str, leaf: Leaf, storage_options: dict[str, str] | None
+    uri: str,
+    leaf: Leaf,
+    storage_options: dict[str, str] | None,
+    session: lance.Session | None = None,
 ) -> lance.LanceDataset:
     ref = leaf.version_ref()
     if isinstance(ref, tuple):
         branch, version = ref
-        ds = lance.dataset(uri, storage_options=storage_options)
+        ds = lance.dataset(uri, storage_options=storage_options, session=session)
         return (
             ds.checkout_version((branch, version))
             if version is not None
             else ds.checkout_version(branch)
         )
-    return lance.dataset(uri, version=ref, storage_options=storage_options)
+    return lance.dataset(uri, version=ref, storage_options=storage_options, session=session)
+
+
+# Cache capacities of the shared read session: a leaf's manifest and file
+# metadata take kilobytes, so this holds those of tens of thousands of leaves.
+READ_SESSION_CACHE_BYTES = 256 * 2**20
+_read_session: tuple[int, lance.Session] | None = None
+_read_session_lock = threading.Lock()
+
+
+def read_session() -> lance.Session:
+    """The Lance session scans open leaves with, one per process.
+
+    Without one, every ``lance.dataset`` call builds its own session: new caches
+    and a new object store (on S3 a new client and connections) for each leaf of
+    each query. Sharing it lets the leaves of a scan, and the queries a process
+    repeats, reuse both. Reads stay exact: a leaf is opened at the version its
+    ``__manifest`` row pins, and Lance checks what it cached against storage (a
+    dataset deleted and re-created at the same path is read anew). Rebuilt in a
+    forked child, whose parent's Lance threads do not exist.
+    """
+    global _read_session
+    pid = os.getpid()
+    with _read_session_lock:
+        if _read_session is None or _read_session[0] != pid:
+            _read_session = (
+                pid,
+                lance.Session(
+                    index_cache_size_bytes=READ_SESSION_CACHE_BYTES,
+                    metadata_cache_size_bytes=READ_SESSION_CACHE_BYTES,
+                ),
+            )
+        return _read_session[1]

@@ -107,10 +107,23 @@ def _empty_table(schema: Schema) -> lance.LanceDataset:
     return hit
 
 
+# (filter SQL, schema JSON) pairs Lance has planned without error. Planning is a
+# pure function of the two, and costs a few ms per scan: as much as pruning a
+# namespace, so a query repeated against one schema plans once.
+_planned: set[tuple[str, str]] = set()
+
+
 def _plan_with_lance(sql: str, schema: Schema) -> None:
+    key = (sql, schema.to_json_str())
+    if key in _planned:
+        return
     try:
         _empty_table(schema).count_rows(filter=sql)
     except Exception as exc:  # Lance raises OSError/ValueError for filters it cannot plan
         raise FilterError(
             f"filter {sql!r} cannot be evaluated on the namespace's columns: {lance_message(exc)}"
         ) from None
+    with _empty_lock:
+        if len(_planned) > 1024:
+            _planned.clear()
+        _planned.add(key)

@@ -315,6 +315,21 @@ class ReadMapping:
                 )
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(self.targets))
 
+    def conform_table(self, table: pa.Table) -> pa.Table:
+        """``conform`` for a whole leaf read at once: the same columns, names and types.
+
+        When the leaf holds every column under its namespace type (the usual case),
+        the leaf's column chunks are reused as they are (no copy, one call per leaf);
+        otherwise each batch goes through ``conform`` (casts are checked per batch).
+        """
+        schema = pa.schema(self.targets)
+        if all(
+            s is not None and s.type.equals(t.type)
+            for s, t in zip(self.sources, self.targets, strict=True)
+        ):
+            return pa.Table.from_arrays([table.column(s.name) for s in self.sources], schema=schema)
+        return pa.Table.from_batches([self.conform(b) for b in table.to_batches()], schema=schema)
+
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     try:

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog.leaf_table import BLOCK, LeafTable
 from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.row_counts import trusted_counts
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc, read_session
 from lance_partitioned.errors import ColumnNotFoundError, FilterError
 from lance_partitioned.format.expressions import Expr, and_all
 from lance_partitioned.format.filters.bind import bind
@@ -48,6 +48,18 @@ if TYPE_CHECKING:
 
 def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
+
+
+# Leaves ``to_arrow`` reads at once. Lance releases the GIL, and one leaf's scan
+# alternates between waiting for I/O and decoding on Lance's own threads, so more
+# leaves in flight than cores keeps the cores busy: TPC-H Q6's 12 leaves on 2 cores
+# read in 59 ms with 2 at once, 47 ms with 4, 40 ms with 6 (plain Lance). Bounded,
+# since every leaf in flight holds its scan buffers.
+READ_THREADS = 8
+
+
+def _read_threads(leaves: int) -> int:
+    return max(1, min(leaves, READ_THREADS))
 
 
 class ScanTask(NamedTuple):
@@ -120,19 +132,12 @@ def read_leaf(
     first and filtered with DataFusion, the same SQL dialect.
     """
     mapping = ReadMapping(schema, columns, ds, label)
-    kwargs: dict[str, Any] = {}
-    if batch_size:
-        kwargs["batch_size"] = batch_size
-    if fragments is not None:
-        kwargs["fragments"] = fragments
+    kwargs = _scanner_options(sql, batch_size, fragments)
     if ReadMapping(schema, list(filter_columns), ds, label).is_identity:
-        # Late materialisation (take the other columns row by row after the
-        # filter) loses to reading them whole at typical selectivities.
-        if sql is not None:
-            kwargs["late_materialization"] = False
         for batch in ds.scanner(columns=mapping.leaf_columns, filter=sql, **kwargs).to_batches():
             yield mapping.conform(batch)
         return
+    kwargs.pop("late_materialization", None)  # no Lance filter here
     both = list(dict.fromkeys([*columns, *filter_columns]))
     wide = ReadMapping(schema, both, ds, label)
     for batch in ds.scanner(columns=wide.leaf_columns, **kwargs).to_batches():
@@ -232,6 +237,46 @@ class ScanPlan(Sequence[ScanTask]):
                     oids, locations, sids, values, versions, branches, tags, residuals, strict=True
                 )
             ]
+
+
+def read_leaf_table(
+    ds: lance.LanceDataset,
+    schema: Schema,
+    columns: list[str],
+    sql: str | None,
+    filter_columns: Sequence[str],
+    label: str,
+    *,
+    batch_size: int | None = None,
+) -> pa.Table:
+    """``read_leaf``'s rows as one table, with the same contract.
+
+    When Lance can filter the leaf, it also assembles the table (``to_table``):
+    no Python work per batch, and the leaf's column chunks become the result's
+    without a copy. Otherwise the batches of ``read_leaf`` are collected.
+    """
+    mapping = ReadMapping(schema, columns, ds, label)
+    if not ReadMapping(schema, list(filter_columns), ds, label).is_identity:
+        batches = read_leaf(ds, schema, columns, sql, filter_columns, label, batch_size=batch_size)
+        return pa.Table.from_batches(list(batches), schema=pa.schema(mapping.targets))
+    kwargs = _scanner_options(sql, batch_size, None)
+    table = ds.scanner(columns=mapping.leaf_columns, filter=sql, **kwargs).to_table()
+    return mapping.conform_table(table)
+
+
+def _scanner_options(
+    sql: str | None, batch_size: int | None, fragments: list[Any] | None
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if batch_size:
+        kwargs["batch_size"] = batch_size
+    if fragments is not None:
+        kwargs["fragments"] = fragments
+    if sql is not None:
+        # Late materialisation (take the other columns row by row after the
+        # filter) loses to reading them whole at typical selectivities.
+        kwargs["late_materialization"] = False
+    return kwargs
 
 
 class Scan:
@@ -381,7 +426,7 @@ class Scan:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
         try:
             yield from read_leaf(
-                self.snapshot.open_leaf(leaf),
+                self.snapshot.open_leaf(leaf, read_session()),
                 self.snapshot.schema,
                 [f.name for f in self.output_schema],
                 self.leaf_filter(leaf),
@@ -404,14 +449,34 @@ class Scan:
             yield from self._leaf_batches(leaf)
 
     def _leaf_table(self, leaf: Leaf) -> pa.Table:
-        return pa.Table.from_batches(list(self._leaf_batches(leaf)), schema=self.output_schema)
+        """One leaf's matching rows as a table (``_leaf_batches``' rows, read at once)."""
+        try:
+            table = read_leaf_table(
+                self.snapshot.open_leaf(leaf, read_session()),
+                self.snapshot.schema,
+                [f.name for f in self.output_schema],
+                self.leaf_filter(leaf),
+                self.filter_columns,
+                leaf.object_id,
+                batch_size=self.batch_size,
+            )
+        except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
+            self.snapshot.raise_if_cleaned_up(exc, leaf)
+            raise
+        return table
 
     def to_arrow(self) -> pa.Table:
-        """Read everything into one Arrow table (leaves read in parallel)."""
+        """Read everything into one Arrow table, in manifest order of the leaves.
+
+        Up to ``READ_THREADS`` (8) leaves are read at once, each whole by Lance
+        at the version the scan's ``__manifest`` pins, through the process's
+        shared Lance session (``catalog.snapshot.read_session``); the leaves'
+        column chunks become the table's without a copy.
+        """
         leaves = self.leaves
         if not leaves:
             return self.output_schema.empty_table()
-        with ThreadPoolExecutor(_threads()) as pool:
+        with ThreadPoolExecutor(_read_threads(len(leaves))) as pool:
             tables = list(pool.map(self._leaf_table, leaves))
         return pa.concat_tables(tables)
 
@@ -485,7 +550,7 @@ class Scan:
         """Rows of ``leaves`` matching their residual filter, counted by opening each."""
 
         def count_leaf(leaf: Leaf) -> int:
-            ds = self.snapshot.open_leaf(leaf)
+            ds = self.snapshot.open_leaf(leaf, read_session())
             if ReadMapping(
                 self.snapshot.schema, self.filter_columns, ds, leaf.object_id
             ).is_identity:

@@ -129,6 +129,10 @@ class Seed003Scan(Scan):
             if kept.num_rows:
                 yield kept.select(out.names)
 
+    def _leaf_table(self, leaf: Leaf) -> pa.Table:
+        # leaves are conformed by name here, not by field id as ``Scan`` reads them
+        return pa.Table.from_batches(list(self._leaf_batches(leaf)), schema=self.output_schema)
+
     def count(self) -> int:
         """Number of matching rows (counted inside Lance where the leaf allows it)."""
 
