@@ -25,6 +25,7 @@ demo: setup
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) tests/azure_support.py
 	$(PY) -m pytest
 
 lint: setup

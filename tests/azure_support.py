@@ -115,3 +115,12 @@ class Azurite:
         name = f"lp{uuid.uuid4().hex[:16]}"
         self.filesystem().create_dir(name)
         return name
+
+
+if __name__ == "__main__":
+    # `make test` installs Azurite here, before pytest starts, so the test run itself
+    # downloads nothing; without node/npm the az:// tests skip with the reason.
+    try:
+        print(f"Azurite {AZURITE_VERSION}: {install()}")
+    except Unavailable as exc:
+        print(f"Azurite unavailable, the az:// tests will skip: {exc}")
