@@ -84,7 +84,10 @@ def loop(root: str, worker: str, count: str, seed: str, nparts: str, out: str) -
         for i in range(int(count)):
             parts = sorted(rng.sample(range(int(nparts)), rng.choice([2, 2, 3])))
             op = "dynamic" if rng.random() < 0.3 else "append"
-            for attempt in range(20):
+            # A user retries a conflict with jittered exponential backoff; a fixed short
+            # pause let a slow writer lose 20 times in a row on a loaded 2-core machine
+            # (each attempt then takes seconds while the others keep committing).
+            for attempt in range(40):
                 txn = f"w{w}-{i}-{attempt}"
                 data = rows(txn, parts, rng.randint(1, 3), next_id)
                 next_id += data.num_rows
@@ -100,7 +103,7 @@ def loop(root: str, worker: str, count: str, seed: str, nparts: str, out: str) -
                     )
                     log.write(json.dumps(rec) + "\n")
                     log.flush()
-                    time.sleep(rng.uniform(0, 0.05))
+                    time.sleep(rng.uniform(0, min(2.0, 0.05 * 2 ** min(attempt, 6))))
                     continue
                 except Exception as exc:  # anything else is a bug: the test reports it
                     rec.update(failed=True, unexpected=f"{type(exc).__name__}: {exc}")
