@@ -422,18 +422,22 @@ class Scan:
         return ScanPlan(self.leaves, index, texts, names, root)
 
     # -- reading ------------------------------------------------------------
+    def _leaf_read_args(self, leaf: Leaf) -> tuple[Any, ...]:
+        """What ``read_leaf`` and ``read_leaf_table`` take for ``leaf``: the leaf opened at
+        its pinned version, the schema, output columns, residual and filter columns."""
+        return (
+            self.snapshot.open_leaf(leaf, read_session()),
+            self.snapshot.schema,
+            [f.name for f in self.output_schema],
+            self.leaf_filter(leaf),
+            self.filter_columns,
+            leaf.object_id,
+        )
+
     def _leaf_batches(self, leaf: Leaf) -> Iterator[pa.RecordBatch]:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
         try:
-            yield from read_leaf(
-                self.snapshot.open_leaf(leaf, read_session()),
-                self.snapshot.schema,
-                [f.name for f in self.output_schema],
-                self.leaf_filter(leaf),
-                self.filter_columns,
-                leaf.object_id,
-                batch_size=self.batch_size,
-            )
+            yield from read_leaf(*self._leaf_read_args(leaf), batch_size=self.batch_size)
         except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
             self.snapshot.raise_if_cleaned_up(exc, leaf)
             raise
@@ -451,15 +455,7 @@ class Scan:
     def _leaf_table(self, leaf: Leaf) -> pa.Table:
         """One leaf's matching rows as a table (``_leaf_batches``' rows, read at once)."""
         try:
-            table = read_leaf_table(
-                self.snapshot.open_leaf(leaf, read_session()),
-                self.snapshot.schema,
-                [f.name for f in self.output_schema],
-                self.leaf_filter(leaf),
-                self.filter_columns,
-                leaf.object_id,
-                batch_size=self.batch_size,
-            )
+            table = read_leaf_table(*self._leaf_read_args(leaf), batch_size=self.batch_size)
         except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
             self.snapshot.raise_if_cleaned_up(exc, leaf)
             raise
