@@ -163,3 +163,62 @@ def test_a_count_on_a_tag_pinned_leaf_is_not_trusted(tmp_path):
     man = lance.dataset(os.path.join(ns.root, "__manifest"))
     man.update({"read_tag": "'t'"}, where="object_type = 'table'")
     assert lp.open(ns.root).count() == 5
+
+
+def _oracle_count(meta, read_version, branch, tag):
+    """What a reader of the rule would trust, decided with ``json.loads``."""
+    if meta is None or branch is not None or tag is not None:
+        return None
+    doc = json.loads(meta)
+
+    def digits(value):
+        ok = isinstance(value, str) and value.isascii() and value.isdigit()
+        return int(value) if ok and 1 <= len(value) <= 18 else None
+
+    count, mirror = digits(doc.get("lp.num_rows")), digits(doc.get("lp.read_version"))
+    return count if count is not None and mirror == read_version else None
+
+
+def test_stored_counts_are_parsed_as_json_would_read_them():
+    """The parser of ``lp.num_rows`` (numpy over compact JSON, a regex for any
+    other spelling) against ``json.loads``, on metadata as different writers
+    spell it: other spacing and key order, keys inside values, bad digits,
+    too many digits, moved versions, branches and tags."""
+    import random
+
+    from lance_partitioned.catalog.row_counts import trusted_counts
+
+    rng = random.Random(7)
+    rows = []
+    for _ in range(5000):
+        version = rng.randint(1, 60)
+        doc = {}
+        if rng.random() < 0.9:
+            doc["lp.read_version"] = str(version if rng.random() < 0.85 else version + 1)
+        if rng.random() < 0.9:
+            good = str(rng.randint(0, 10 ** rng.randint(1, 18) - 1))
+            doc["lp.num_rows"] = rng.choice([good] * 8 + ["", "x1", "12a", "1" * 19])
+        if rng.random() < 0.3:
+            doc["note"] = rng.choice(['"lp.num_rows":"5"', ',"lp.num_rows":"9"', "{", "\\"])
+        items = list(doc.items())
+        rng.shuffle(items)
+        style = rng.choice([{"separators": (",", ":")}, {}, {"indent": 1}])
+        meta = json.dumps(dict(items), **style) if rng.random() > 0.02 else None
+        branch = "b" if rng.random() < 0.05 else None
+        tag = "t" if rng.random() < 0.05 else None
+        rows.append((meta, version, branch, tag))
+    columns = list(zip(*rows, strict=True))
+    table = pa.table(
+        {
+            "metadata": pa.array(columns[0], pa.string()),
+            "read_version": pa.array(columns[1], pa.uint64()),
+            "read_branch": pa.array(columns[2], pa.string()),
+            "read_tag": pa.array(columns[3], pa.string()),
+        }
+    )
+    expected = [_oracle_count(*row) for row in rows]
+    assert sum(e is not None for e in expected) > 1000  # the fast path is exercised
+    assert trusted_counts(table).to_pylist() == expected
+    large = table.set_column(0, "metadata", table["metadata"].cast(pa.large_string()))
+    assert trusted_counts(large).to_pylist() == expected
+    assert trusted_counts(table.slice(13, 700)).to_pylist() == expected[13:713]
