@@ -269,10 +269,15 @@ def commit_write(
         raise PartitionedNamespaceError("files were written against a different snapshot")
     staged = StagedSet(written.txn or new_txn_id(), manifest.storage_options, lease=lease)
     existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
-    planned: dict[str, Leaf] = {}
-    if existing:  # indexed lookups of the touched rows only: O(touched), not O(namespace)
-        by_id = snapshot.leaves_by_id([leaf_write.object_id for leaf_write in existing])
-        planned = {leaf_write.object_id: by_id[leaf_write.object_id] for leaf_write in existing}
+    # the rows the writer found (same snapshot version, checked above); any other
+    # is looked up, indexed, for the touched rows only: O(touched), not O(namespace)
+    planned: dict[str, Leaf] = {
+        lw.object_id: lw.published for lw in existing if lw.published is not None
+    }
+    unknown = [lw.object_id for lw in existing if lw.published is None]
+    if unknown:
+        by_id = snapshot.leaves_by_id(unknown)
+        planned.update((oid, by_id[oid]) for oid in unknown)
     pause_point("files_written")
     published: int | None = None
     new_layout = (
