@@ -266,3 +266,38 @@ def test_the_commit_reuses_the_rows_the_writer_looked_up(tmp_path, monkeypatch):
     assert sorted((r["k"], r["v"]) for r in got) == sorted(
         zip(want["k"].to_pylist(), want["v"].to_pylist(), strict=True)
     )
+
+
+def test_staging_does_not_map_a_leaf_the_writer_found_complete(tmp_path, monkeypatch):
+    """The writer maps each existing leaf's columns against the namespace; when the
+    leaf lacks none, staging (on the same open dataset) does not map it again. A leaf
+    that lacks a column the files hold still gains it first (checked with plain Lance)."""
+    from lance_partitioned.operations import leaf_schema
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    ns = lp.create(str(tmp_path / "ns"), schema, "k")
+    ns.append(pa.table({"k": [1, 2], "v": [1, 2]}, schema=schema))
+    calls: list[object] = []
+    real = leaf_schema.leaf_target
+
+    def counting(ds, sch, label, only=None):
+        calls.append(only)
+        return real(ds, sch, label, only)
+
+    monkeypatch.setattr(leaf_schema, "leaf_target", counting)
+    ns.append(pa.table({"k": [1, 2], "v": [3, 4]}, schema=schema))
+    assert calls == [None, None]  # the writer's two mappings; staging adds none
+    monkeypatch.setattr(leaf_schema, "leaf_target", real)
+
+    ns.add_column("w", pa.string())
+    ns = lp.open(ns.root)
+    ns.append(pa.table({"k": [1], "v": [5], "w": ["x"]}))
+    man = lance.dataset(os.path.join(ns.root, "__manifest"))
+    row = man.to_table(filter="object_type = 'table' AND partition_field_k = 1").to_pylist()[0]
+    leaf = lance.dataset(os.path.join(ns.root, row["location"]), version=row["read_version"])
+    assert leaf.schema.names == ["k", "v", "w"]
+    assert sorted(leaf.to_table().to_pylist(), key=lambda r: r["v"]) == [
+        {"k": 1, "v": 1, "w": None},
+        {"k": 1, "v": 3, "w": None},
+        {"k": 1, "v": 5, "w": "x"},
+    ]

@@ -28,6 +28,8 @@ written before ids were aligned carry the key with Lance ids that differ
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from dataclasses import dataclass
 
 import lance
@@ -118,6 +120,20 @@ class LeafTarget:
     added: tuple[str, ...]
 
 
+# Leaves (the open dataset objects: one pinned version each, so their columns never
+# change) whose full ``leaf_target`` against a namespace schema found no column
+# missing. The writer computes it when it maps a leaf's columns; staging then
+# commits on that same object and need not compute it again (about 0.1-0.3 ms of
+# CPU per leaf, a third of a 1,000-partition commit's own work).
+_COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = weakref.WeakKeyDictionary()
+_COMPLETE_LOCK = threading.Lock()
+
+
+def _lacks_nothing(ds: lance.LanceDataset, schema: Schema) -> bool:
+    with _COMPLETE_LOCK:
+        return _COMPLETE.get(ds) is schema
+
+
 def leaf_target(
     ds: lance.LanceDataset, schema: Schema, label: str, only: set[int] | None = None
 ) -> LeafTarget:
@@ -137,6 +153,9 @@ def leaf_target(
         and (only is None or only.intersection(namespace_field_ids(f, schema.field_id(f.name))))
     ]
     if not missing:
+        if only is None:
+            with _COMPLETE_LOCK:
+                _COMPLETE[ds] = schema
         ids = tuple(fid if schema.has_id(fid) else None for fid in ns_ids)
         return LeafTarget(base, ids, ())
     fields: list[pa.Field] = []
@@ -209,6 +228,8 @@ def evolution_for(
     The files may hold namespace columns the leaf lacks; the leaf gains them
     (``next_evolution``). None when the leaf has every column the files hold.
     """
+    if _lacks_nothing(base, schema):
+        return None  # no column missing at all, so none the files hold
     target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
     return next_evolution(base, target.layout) if target.added else None
 
