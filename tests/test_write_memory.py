@@ -188,22 +188,26 @@ def test_resident_rule_keeps_a_floor_of_buffered_rows(tmp_path, monkeypatch):
     """Memory the writer cannot free (someone else's) does not shrink its flushes to a trickle.
 
     Resident memory stays over the budget throughout; the writer still waits for a
-    quarter of the budget of rows before each flush round.
+    quarter of the budget of rows before each flush round, and then flushes them all.
     """
     base = 1 << 30
     readings = iter([base] + [base + (1 << 40)] * 10_000)
     monkeypatch.setattr(partition_writer.resident, "resident_bytes", lambda: next(readings))
     sizes: list[int] = []
+    whole: list[bool] = []
     real_flush = partition_writer.PartitionWriter._flush_many
 
     def flush_many(self, keys, last=False):
         if not last:
             sizes.append(self._total_bytes)
+            whole.append(set(keys) == set(self._buffers))
         return real_flush(self, keys, last)
 
     monkeypatch.setattr(partition_writer.PartitionWriter, "_flush_many", flush_many)
     ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
     budget = 16 * MIB
-    ns.append(batches(48, 1), max_buffer_bytes=budget, progress=False)
+    ns.append(batches(48, 6), max_buffer_bytes=budget, progress=False)
     assert sizes, "the resident rule never flushed"
     assert min(sizes) >= budget // partition_writer.RESIDENT_MIN_SHARE
+    # resident pressure flushes every buffer: pieces left behind keep pages resident
+    assert all(whole), whole
