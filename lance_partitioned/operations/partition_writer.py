@@ -235,21 +235,9 @@ class PartitionWriter:
     """Buffers rows per partition and writes Lance data files; commits nothing.
 
     Memory stays bounded by ``max_buffer_bytes`` however many partitions the
-    input touches and however long the input is. Buffers are flushed when
-
-    - the rows buffered (Arrow bytes, counted as they arrive) exceed it: the
-      largest buffers, down to half the budget; or
-    - the process's resident memory has grown by more than ``max_buffer_bytes``
-      since the writer was made (Linux: ``/proc/self/statm``), while at least a
-      quarter of the budget is buffered: every buffer. This covers what the
-      Arrow count does not see and what grows with the input: allocator
-      overhead of the many small split pieces, the reader's buffers, and the
-      heap of Lance's threads (``benchmarks/results/memory.md``). Below a
-      quarter of the budget the writer does not flush for memory it cannot
-      free (someone else's).
-
-    After each flush round, freed memory goes back to the OS (Arrow's pools,
-    and glibc's heap through ``malloc_trim``, which Lance's Rust code uses).
+    input touches and however long the input is (``_over_budget``; the rule is
+    docs/TRANSACTIONS.md "Memory of a write"), and each flush round hands the
+    memory it freed back to the OS (``_release_freed_memory``).
 
     With ``create_leaves`` (only for the one writer of a job: writers that
     share new partition directories must not), a new partition whose rows are
@@ -333,12 +321,10 @@ class PartitionWriter:
         if self.progress:
             self.progress(num_rows)
         if self._over_budget():
-            # Over the row budget: flush the largest buffers down to half the budget in
-            # one go (not just the largest one): fewer rounds of small writes, and the
-            # leaves are written in parallel. Over the resident budget: flush them all,
-            # since pieces left behind keep the allocators' pages resident (measured at
-            # SF3: as little memory as halving, rounds of more rows, so fewer files).
-            # Memory only falls while they are written.
+            # Over the row budget: the largest buffers, down to half the budget, in one
+            # go (fewer rounds of small writes; leaves written in parallel). Over the
+            # resident budget: all of them, since pieces left behind keep allocator
+            # pages resident (SF3: the same peak as halving, in fewer, larger rounds).
             keys, left = [], self._total_bytes
             over_rows = self._total_bytes > self.max_buffer_bytes
             target = self.max_buffer_bytes // 2 if over_rows else 0
@@ -351,10 +337,14 @@ class PartitionWriter:
             _release_freed_memory()
 
     def _over_budget(self) -> bool:
-        """Whether to flush now: the buffered rows, or the resident memory, exceed the budget.
+        """Whether to flush now: the buffered rows exceed the budget, or (Linux) the
+        process's resident memory grew by more than the budget since the writer was
+        made while at least 1/RESIDENT_MIN_SHARE of it is buffered.
 
-        The Arrow count alone let a 1 GiB write of TPC-H SF3 peak at 1.7-1.9 GiB
-        resident beyond the interpreter: see the class docstring.
+        The resident rule covers what the Arrow count misses and what grew with the
+        input: allocator overhead of the many small split pieces, the reader's
+        buffers, the heap of Lance's threads. With the Arrow count alone a 1 GiB
+        write of TPC-H SF3 peaked at 1.9 GiB resident (``results/memory.md``).
         """
         if self._total_bytes > self.max_buffer_bytes:
             return True
