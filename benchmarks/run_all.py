@@ -83,7 +83,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             "--no-warmup",
         ],
     ),
-    "memory_bench": (["--sf", "1,3,10"], ["--sf", "0.01", "--buffer-mib", "4"]),
+    "memory_bench": (["--sf", "1,3,10", "--spark"], ["--sf", "0.01", "--buffer-mib", "4"]),
     "spj_bench": (["--sf", "1"], ["--sf", "0.01", "--buckets", "4", "4", "--repeat", "1"]),
     "search_bench": (
         [],

@@ -143,9 +143,12 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
 
         ``data`` is a pyarrow Table, RecordBatch, RecordBatchReader, an iterator of
         batches or a pandas DataFrame (columns in any order, cast exactly to the
-        schema). ``options``: ``max_buffer_bytes`` (memory for buffered rows, default
-        1 GiB), ``max_rows_per_file`` and ``progress`` (None: a bar on a terminal;
-        True/False; or a callable receiving ``ProgressEvent``s of rows written).
+        schema). ``options``: ``max_buffer_bytes`` (the write's memory budget, default
+        1 GiB: the rows it buffers stay within it, and on Linux so does the growth of
+        the process's resident memory while at least a quarter of it is buffered;
+        see "Memory of a write" in docs/TRANSACTIONS.md), ``max_rows_per_file`` and
+        ``progress`` (None: a bar on a terminal; True/False; or a callable receiving
+        ``ProgressEvent``s of rows written).
         Returns a ``WriteResult``.
 
         Example::

@@ -115,3 +115,22 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         assert "unsplit Lance files, no commit (floor)" in text
     if name == "spj_bench":
         assert "checked against lineitem's row count" in text
+
+
+def test_memory_bench_spark_probe_runs_and_its_answers_are_right(tmp_path, spark):
+    """``memory_bench.py --spark``'s measurement, in this session's Spark: every task
+    reports its peak RSS, and the rows written equal the Parquet file's (pyarrow)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyspark import cloudpickle
+
+    from demo import tpch
+
+    module = importlib.import_module("memory_bench")
+    cloudpickle.register_pickle_by_value(module)  # the probe goes to the workers by value
+    path = tpch.generate(0.01, str(tmp_path / "tpch"), tables=("lineitem",))["lineitem"]
+    got = module.spark_task_peaks(spark, path, tmp_path / "ns", buffer_mib=4)
+    table = pq.read_table(path, columns=["l_quantity"])
+    assert sum(t["rows"] for t in got["tasks"]) == table.num_rows == got["rows_back"]
+    assert got["qty_back"] == str(pc.sum(table["l_quantity"]).as_py())
+    assert all(t["peak_rss_mib"] > 0 for t in got["tasks"])

@@ -111,3 +111,103 @@ def test_split_groups_own_compact_memory():
         assert rows.equals(want)
         # buffers no larger than the rows they hold (a slice reports its parent's)
         assert rows.get_total_buffer_size() <= rows.nbytes + 64 * rows.num_columns
+
+
+def _count_flush_rounds(monkeypatch) -> list[str]:
+    """Records, in order, each flush round during the stream ("flush") and each heap trim."""
+    events: list[str] = []
+    real_flush = partition_writer.PartitionWriter._flush_many
+
+    def flush_many(self, keys, last=False):
+        events.append("finish" if last else "flush")
+        return real_flush(self, keys, last)
+
+    monkeypatch.setattr(partition_writer.PartitionWriter, "_flush_many", flush_many)
+    monkeypatch.setattr(partition_writer.resident, "trim_heap", lambda: events.append("trim"))
+    return events
+
+
+def test_heap_trimmed_after_every_flush_round(tmp_path, monkeypatch):
+    """glibc keeps the heap Lance's threads freed unless asked: each round ends with a trim."""
+    events = _count_flush_rounds(monkeypatch)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(batches(48, 3), max_buffer_bytes=4 * MIB, progress=False)
+    rounds = events.count("flush")
+    assert rounds >= 3, events  # 24 MiB of input through a 4 MiB budget
+    assert events.count("trim") == rounds + 1, events  # each round, and the finish
+    for i, event in enumerate(events):
+        if event in ("flush", "finish"):
+            assert events[i + 1] == "trim", events
+
+
+def test_trim_heap_is_safe_to_call():
+    """On glibc it calls malloc_trim; elsewhere it does nothing. Never raises."""
+    import platform
+
+    from lance_partitioned.operations import resident
+
+    ran = resident.trim_heap()
+    assert ran == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+    now = resident.resident_bytes()
+    if platform.system() == "Linux":
+        assert now is not None and now > 0
+
+
+@pytest.mark.parametrize(
+    ("growth", "flushes_midway"),
+    [
+        (None, False),  # resident memory unknown (not Linux): the Arrow count only
+        (0, False),  # nothing grew: the rows fit the budget, written once at the end
+        (10 * 64 * MIB, True),  # grown past the budget: flush though the rows fit
+    ],
+)
+def test_resident_growth_past_the_budget_flushes(tmp_path, monkeypatch, growth, flushes_midway):
+    """Memory the Arrow count misses (allocator overhead, the reader, Lance's heap) counts.
+
+    The resident memory is simulated: the process's real one moves with whatever
+    else pytest does. 24 MiB of rows under a 64 MiB budget never exceed the Arrow
+    count, so only the resident rule can flush before the end.
+    """
+    base = 1 << 30
+    readings = iter([base] + [None if growth is None else base + growth] * 10_000)
+    if growth is None:
+        readings = iter([None] * 10_000)
+    monkeypatch.setattr(partition_writer.resident, "resident_bytes", lambda: next(readings))
+    events = _count_flush_rounds(monkeypatch)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    n = 48
+    result = ns.append(batches(n, 2), max_buffer_bytes=64 * MIB, progress=False)
+    assert ("flush" in events) == flushes_midway, events
+    assert result.rows == n * BATCH_ROWS
+    got = ns.scan().to_arrow()  # every row arrived once (pyarrow is the oracle)
+    assert got.num_rows == n * BATCH_ROWS
+    assert pc.sum(got["k"]).as_py() == pc.sum(pa.concat_batches(list(batches(n, 2)))["k"]).as_py()
+
+
+def test_resident_rule_keeps_a_floor_of_buffered_rows(tmp_path, monkeypatch):
+    """Memory the writer cannot free (someone else's) does not shrink its flushes to a trickle.
+
+    Resident memory stays over the budget throughout; the writer still waits for a
+    quarter of the budget of rows before each flush round, and then flushes them all.
+    """
+    base = 1 << 30
+    readings = iter([base] + [base + (1 << 40)] * 10_000)
+    monkeypatch.setattr(partition_writer.resident, "resident_bytes", lambda: next(readings))
+    sizes: list[int] = []
+    whole: list[bool] = []
+    real_flush = partition_writer.PartitionWriter._flush_many
+
+    def flush_many(self, keys, last=False):
+        if not last:
+            sizes.append(self._total_bytes)
+            whole.append(set(keys) == set(self._buffers))
+        return real_flush(self, keys, last)
+
+    monkeypatch.setattr(partition_writer.PartitionWriter, "_flush_many", flush_many)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    budget = 16 * MIB
+    ns.append(batches(48, 6), max_buffer_bytes=budget, progress=False)
+    assert sizes, "the resident rule never flushed"
+    assert min(sizes) >= budget // partition_writer.RESIDENT_MIN_SHARE
+    # resident pressure flushes every buffer: pieces left behind keep pages resident
+    assert all(whole), whole

@@ -33,6 +33,7 @@ from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec, partition_key
+from lance_partitioned.operations import resident
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
@@ -51,6 +52,10 @@ WRITE_CHUNK_ROWS = 1 << 16
 # them costs more (one more copy) than Lance's cost per batch saves. Only runs of
 # smaller pieces (many partitions per input batch) are concatenated.
 PASS_THROUGH_ROWS = 1 << 10
+# The resident-memory rule (``PartitionWriter._over_budget``) flushes only while at
+# least 1/RESIDENT_MIN_SHARE of the budget is buffered: memory the writer cannot
+# free (someone else's) must not shrink its files to a trickle.
+RESIDENT_MIN_SHARE = 4
 
 # -- what writers produce -----------------------------------------------------
 
@@ -236,7 +241,9 @@ class PartitionWriter:
     """Buffers rows per partition and writes Lance data files; commits nothing.
 
     Memory stays bounded by ``max_buffer_bytes`` however many partitions the
-    input touches: when the budget is exceeded the largest buffers are flushed.
+    input touches and however long the input is (``_over_budget``; the rule is
+    docs/TRANSACTIONS.md "Memory of a write"), and each flush round hands the
+    memory it freed back to the OS (``_release_freed_memory``).
 
     With ``create_leaves`` (only for the one writer of a job: writers that
     share new partition directories must not), a new partition whose rows are
@@ -276,6 +283,8 @@ class PartitionWriter:
         self._total_bytes = 0
         self._lock = threading.Lock()
         self._chunk_bytes = max(1 << 20, min(8 << 20, max_buffer_bytes // 16))
+        # resident memory when the write began: its growth is the write's (``_over_budget``)
+        self._resident_base = resident.resident_bytes()
         self._new_layout = namespace_layout(snapshot.schema)
         self._mappings: dict[str, tuple[WriteMapping, str | None, lance.LanceDataset]] = {}
         self._create = create_leaves and self._new_layout.is_natural
@@ -317,18 +326,41 @@ class PartitionWriter:
             self._buffer(key, rows)
         if self.progress:
             self.progress(num_rows)
-        if self._total_bytes > self.max_buffer_bytes:
-            # Flush the largest buffers down to half the budget in one go (not just the
-            # largest one): fewer rounds of small writes, and the leaves are written
-            # in parallel. Memory only falls while they are written.
+        if self._over_budget():
+            # Over the row budget: the largest buffers, down to half the budget, in one
+            # go (fewer rounds of small writes; leaves written in parallel). Over the
+            # resident budget: all of them, since pieces left behind keep allocator
+            # pages resident (SF3: the same peak as halving, in fewer, larger rounds).
             keys, left = [], self._total_bytes
+            over_rows = self._total_bytes > self.max_buffer_bytes
+            target = self.max_buffer_bytes // 2 if over_rows else 0
             for key in sorted(self._buffer_bytes, key=self._buffer_bytes.__getitem__, reverse=True):
-                if left <= self.max_buffer_bytes // 2:
+                if left <= target:
                     break
                 keys.append(key)
                 left -= self._buffer_bytes[key]
             self._flush_many(keys)
             _release_freed_memory()
+
+    def _over_budget(self) -> bool:
+        """Whether to flush now: the buffered rows exceed the budget, or (Linux) the
+        process's resident memory grew by more than the budget since the writer was
+        made while at least 1/RESIDENT_MIN_SHARE of it is buffered.
+
+        The resident rule covers what the Arrow count misses and what grew with the
+        input: allocator overhead of the many small split pieces, the reader's
+        buffers, the heap of Lance's threads. With the Arrow count alone a 1 GiB
+        write of TPC-H SF3 peaked at 1.9 GiB resident (``results/memory.md``).
+        """
+        if self._total_bytes > self.max_buffer_bytes:
+            return True
+        if (
+            self._resident_base is None
+            or self._total_bytes < self.max_buffer_bytes // RESIDENT_MIN_SHARE
+        ):
+            return False
+        now = resident.resident_bytes()
+        return now is not None and now - self._resident_base > self.max_buffer_bytes
 
     def _buffer(self, key: tuple[Any, ...], rows: pa.RecordBatch) -> None:
         if (self.spec.spec_id, key) not in self.result.leaves:
@@ -496,12 +528,14 @@ class PartitionWriter:
 def _release_freed_memory() -> None:
     """Hand the memory a flush freed back to the OS.
 
-    Arrow's allocator (mimalloc or jemalloc) otherwise keeps freed pages for
-    reuse, and with the next round's batches landing elsewhere the process's
-    resident memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
+    Arrow's allocator (mimalloc or jemalloc) and glibc's heap (Lance's Rust
+    allocations, ``resident.trim_heap``) otherwise keep freed pages for reuse,
+    and with the next round's batches landing elsewhere the process's resident
+    memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
     """
     pa.default_memory_pool().release_unused()
     write_memory_pool().release_unused()
+    resident.trim_heap()
 
 
 def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
