@@ -157,3 +157,33 @@ def test_a_filter_lance_planned_is_not_planned_again(ns20, monkeypatch):
     for _ in range(2):
         with pytest.raises(lp.FilterError):
             ns.scan("qty + 'x' < note")
+
+
+def test_to_arrow_gives_each_leaf_its_own_residual(tmp_path):
+    """Leaves of one scan need different residuals: ``to_arrow`` takes them from the
+    columnar plan, and each must reach its own leaf: January's leaf straddles the
+    ``day`` bound and keeps it, February's lies wholly above it and needs only ``qty``."""
+    data = pa.table(
+        {
+            "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 50) for i in range(2000)]),
+            "qty": pa.array([(i * 7) % 50 for i in range(2000)], pa.int32()),
+            "price": pa.array(
+                [decimal.Decimal(i % 1000) for i in range(2000)], pa.decimal128(15, 2)
+            ),
+            "note": pa.array([f"n{i}" for i in range(2000)]),
+        },
+        schema=SCHEMA,
+    )
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "year(day), month(day)")
+    ns.append(data, progress=False)
+    flt = "day >= '2024-01-20' AND qty < 10"
+    scan = ns.scan(flt)
+    residuals = {t.filter_sql for t in scan.plan()}
+    assert len(residuals) == 2, residuals  # January keeps the day bound, February does not
+    got = scan.to_arrow().sort_by([("note", "ascending")])
+    mask = pc.and_(
+        pc.greater_equal(data["day"], pa.scalar(dt.date(2024, 1, 20))),
+        pc.less(data["qty"], 10),
+    )
+    want = data.filter(mask).sort_by([("note", "ascending")])
+    assert got.equals(want)

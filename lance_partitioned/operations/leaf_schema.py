@@ -294,9 +294,19 @@ def _cast(name: str, col: pa.Array, target: pa.DataType, where: str) -> pa.Array
 class ReadMapping:
     """How to read some namespace columns from one leaf and present them in namespace form."""
 
-    def __init__(self, schema: Schema, columns: list[str], leaf: lance.LanceDataset, label: str):
+    def __init__(
+        self,
+        schema: Schema,
+        columns: list[str],
+        leaf: lance.LanceDataset,
+        label: str,
+        by_id: dict[int, pa.Field] | None = None,
+    ):
+        """``by_id``: ``leaf_fields_by_id(leaf)`` when the caller has it already (several
+        mappings of one leaf: each call converts the leaf's schema again)."""
         self.label = label
-        by_id = leaf_fields_by_id(leaf)
+        if by_id is None:
+            by_id = leaf_fields_by_id(leaf)
         self.targets = [
             pa.field(c, schema.field(c).type, schema.field(c).nullable) for c in columns
         ]

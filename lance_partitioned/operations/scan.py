@@ -35,7 +35,7 @@ from lance_partitioned.format.filters.visitor import conjuncts, referenced_colum
 from lance_partitioned.format.pruning import ResidualPlan, partition_predicates
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.filter_check import check_filter
-from lance_partitioned.operations.leaf_schema import ReadMapping
+from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
 
 # Union[] rather than ``|``: the DataFusion member is a forward reference, since
 # DataFusion is imported lazily, only when a filter needs it.
@@ -56,6 +56,10 @@ def _threads() -> int:
 # read in 59 ms with 2 at once, 47 ms with 4, 40 ms with 6 (plain Lance). Bounded,
 # since every leaf in flight holds its scan buffers.
 READ_THREADS = 8
+
+
+# "not given" for an optional residual, whose known value may be None (every row matches)
+_UNKNOWN: Any = object()
 
 
 def _read_threads(leaves: int) -> int:
@@ -255,8 +259,9 @@ def read_leaf_table(
     no Python work per batch, and the leaf's column chunks become the result's
     without a copy. Otherwise the batches of ``read_leaf`` are collected.
     """
-    mapping = ReadMapping(schema, columns, ds, label)
-    if not ReadMapping(schema, list(filter_columns), ds, label).is_identity:
+    by_id = leaf_fields_by_id(ds)  # once for both mappings
+    mapping = ReadMapping(schema, columns, ds, label, by_id)
+    if not ReadMapping(schema, list(filter_columns), ds, label, by_id).is_identity:
         batches = read_leaf(ds, schema, columns, sql, filter_columns, label, batch_size=batch_size)
         return pa.Table.from_batches(list(batches), schema=pa.schema(mapping.targets))
     kwargs = _scanner_options(sql, batch_size, None)
@@ -422,14 +427,15 @@ class Scan:
         return ScanPlan(self.leaves, index, texts, names, root)
 
     # -- reading ------------------------------------------------------------
-    def _leaf_read_args(self, leaf: Leaf) -> tuple[Any, ...]:
+    def _leaf_read_args(self, leaf: Leaf, residual: Any = _UNKNOWN) -> tuple[Any, ...]:
         """What ``read_leaf`` and ``read_leaf_table`` take for ``leaf``: the leaf opened at
-        its pinned version, the schema, output columns, residual and filter columns."""
+        its pinned version, the schema, output columns, residual and filter columns.
+        ``residual``: the leaf's ``leaf_filter`` when the caller has it already."""
         return (
             self.snapshot.open_leaf(leaf, read_session()),
             self.snapshot.schema,
             [f.name for f in self.output_schema],
-            self.leaf_filter(leaf),
+            self.leaf_filter(leaf) if residual is _UNKNOWN else residual,
             self.filter_columns,
             leaf.object_id,
         )
@@ -452,10 +458,12 @@ class Scan:
         for leaf in self.leaves:
             yield from self._leaf_batches(leaf)
 
-    def _leaf_table(self, leaf: Leaf) -> pa.Table:
+    def _leaf_table(self, leaf: Leaf, residual: Any = _UNKNOWN) -> pa.Table:
         """One leaf's matching rows as a table (``_leaf_batches``' rows, read at once)."""
         try:
-            table = read_leaf_table(*self._leaf_read_args(leaf), batch_size=self.batch_size)
+            table = read_leaf_table(
+                *self._leaf_read_args(leaf, residual), batch_size=self.batch_size
+            )
         except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
             self.snapshot.raise_if_cleaned_up(exc, leaf)
             raise
@@ -472,8 +480,12 @@ class Scan:
         leaves = self.leaves
         if not leaves:
             return self.output_schema.empty_table()
+        # every leaf's residual at once, column-wise (as ``plan`` does), rather than
+        # one ``leaf_filter`` per leaf under the GIL while the other leaves are read
+        index, texts = self._residuals
+        residuals = [texts[i] for i in index.tolist()]
         with ThreadPoolExecutor(_read_threads(len(leaves))) as pool:
-            tables = list(pool.map(self._leaf_table, leaves))
+            tables = list(pool.map(self._leaf_table, leaves, residuals))
         return pa.concat_tables(tables)
 
     def to_pandas(self, **kwargs: Any):
