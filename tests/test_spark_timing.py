@@ -27,7 +27,9 @@ ARROW = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.date32())])
 
 def _batch(ids: range) -> pa.RecordBatch:
     days = [dt.date(2024, 1 + i % 3, 1) for i in ids]  # three months
-    return pa.RecordBatch.from_arrays([pa.array(list(ids), pa.int64()), pa.array(days)], schema=ARROW)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(ids), pa.int64()), pa.array(days)], schema=ARROW
+    )
 
 
 def _write(root: str) -> None:
