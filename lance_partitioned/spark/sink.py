@@ -54,6 +54,12 @@ from lance_partitioned.spark.types import spark_to_arrow
 
 log = logging.getLogger(__name__)
 
+# Batches a task splits at once. Spark already runs one task per core, and each
+# task's input comes from a JVM thread converting rows to Arrow, which is slower
+# than the split (tasks wait for input most of their time): a second split thread
+# only competes with it for the cores.
+TASK_SPLIT_THREADS = 1
+
 # A file to which every task and every driver commit of the sink appends one JSON
 # line of timings (where a write's time goes: ``benchmarks/spark_bench.py``). Set
 # it before Spark starts, so that the Python workers inherit it.
@@ -170,7 +176,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
         start, cpu = time.perf_counter(), time.process_time()
         # shared: other tasks may be writing into the same new partition directories
         written = self._job().write(
-            lambda writer: writer.write_all(timed or iterator),
+            lambda writer: writer.write_all(timed or iterator, threads=TASK_SPLIT_THREADS),
             shared=True,
             max_buffer_bytes=self.max_buffer_bytes,
             max_rows_per_file=self.max_rows_per_file,
