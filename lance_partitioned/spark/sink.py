@@ -185,6 +185,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             _log_timing(
                 {
                     "phase": "task",
+                    "pid": os.getpid(),  # a new pid per job: the worker imported us again
                     "seconds": time.perf_counter() - start,
                     "cpu_seconds": time.process_time() - cpu,
                     "input_wait_seconds": timed.wait,
