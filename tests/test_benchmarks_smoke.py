@@ -113,6 +113,7 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
     if name == "spark_bench":
         assert "Q6 with pruning" in text and "1 of 20 partitions" in text
         assert "unsplit Lance files, no commit (floor)" in text
+        assert "(floor of a partitioned Lance sink)" in text
     if name == "spj_bench":
         assert "checked against lineitem's row count" in text
 

@@ -25,9 +25,13 @@ version references and no reader sees; ``vacuum`` (issue 5) removes them.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
@@ -49,6 +53,50 @@ from lance_partitioned.spark.refresh import notify_drivers
 from lance_partitioned.spark.types import spark_to_arrow
 
 log = logging.getLogger(__name__)
+
+# Batches a task splits at once. Spark already runs one task per core, and each
+# task's input comes from a JVM thread converting rows to Arrow, which is slower
+# than the split (tasks wait for input most of their time): a second split thread
+# only competes with it for the cores.
+TASK_SPLIT_THREADS = 1
+
+# A file to which every task and every driver commit of the sink appends one JSON
+# line of timings (where a write's time goes: ``benchmarks/spark_bench.py``). Set
+# it before Spark starts, so that the Python workers inherit it.
+TIMING_LOG_ENV = "LANCE_PARTITIONED_SPARK_TIMING"
+
+
+def _log_timing(entry: dict[str, Any]) -> None:
+    """Append ``entry`` to the timing log, if one is set (best effort)."""
+    path = os.environ.get(TIMING_LOG_ENV)
+    if not path:
+        return
+    try:  # never raises: the driver calls this after the write is published
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+    except Exception as exc:
+        log.warning("could not append to timing log %s: %s", path, exc)
+
+
+class _TimedInput:
+    """Wraps a task's batch iterator, adding up the seconds spent waiting for Spark."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]):
+        self._batches = batches
+        self.wait = 0.0
+        self.batches = 0
+        self.rows = 0
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            start = time.perf_counter()
+            batch = next(self._batches, None)
+            self.wait += time.perf_counter() - start
+            if batch is None:
+                return
+            self.batches += 1
+            self.rows += batch.num_rows
+            yield batch
 
 
 @dataclass
@@ -124,25 +172,56 @@ class LancePartitionedWriter(DataSourceArrowWriter):
 
     # -- executors ------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        timed = _TimedInput(iterator) if os.environ.get(TIMING_LOG_ENV) else None
+        start, cpu = time.perf_counter(), time.process_time()
         # shared: other tasks may be writing into the same new partition directories
         written = self._job().write(
-            lambda writer: writer.write_all(iterator),
+            lambda writer: writer.write_all(timed or iterator, threads=TASK_SPLIT_THREADS),
             shared=True,
             max_buffer_bytes=self.max_buffer_bytes,
             max_rows_per_file=self.max_rows_per_file,
         )
+        if timed is not None:
+            _log_timing(
+                {
+                    "phase": "task",
+                    "pid": os.getpid(),  # a new pid per job: the worker imported us again
+                    "seconds": time.perf_counter() - start,
+                    "cpu_seconds": time.process_time() - cpu,
+                    "input_wait_seconds": timed.wait,
+                    "batches": timed.batches,
+                    "rows": timed.rows,
+                    "partitions": len(written.leaves),
+                    "files": sum(len(w.fragments) for w in written.leaves.values()),
+                }
+            )
         return LanceCommitMessage(written)
 
     # -- driver -----------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        start = time.perf_counter()
         written = merge_messages(self.snapshot_version, messages)
         snapshot = self._job().commit(written)
+        published = time.perf_counter()
         if snapshot is None:
             log.info("lance_partitioned: nothing to commit to %s", self.root)
+            notified = 0
+        else:
+            # Nothing below may raise: Spark would call abort() on a published write.
+            # Views cache their read plan; make the next query over them plan again.
+            notified = notify_drivers()
+        _log_timing(
+            {
+                "phase": "commit",
+                "seconds": published - start,
+                "notify_seconds": time.perf_counter() - published,
+                "drivers_notified": notified,
+                "partitions": len(written.leaves),
+                "files": sum(len(w.fragments) for w in written.leaves.values()),
+            }
+        )
+        if snapshot is None:
             return
-        # Nothing below may raise: Spark would call abort() on a published write.
-        # Views cache their read plan; make the next query over them plan again.
-        notify_drivers()
         try:
             log.info(
                 "lance_partitioned: %s of %d rows into %d partitions of %s published as __manifest version %d",
