@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -129,8 +130,10 @@ class Seed003Scan(Scan):
             if kept.num_rows:
                 yield kept.select(out.names)
 
-    def _leaf_table(self, leaf: Leaf) -> pa.Table:
-        # leaves are conformed by name here, not by field id as ``Scan`` reads them
+    def _leaf_table(self, leaf: Leaf, residual: Any = None) -> pa.Table:
+        # Leaves are conformed by name here, not by field id as ``Scan`` reads them,
+        # and ``_leaf_batches`` derives each leaf's filter itself: ``residual``
+        # (what ``Scan.to_arrow`` precomputes for its own reads) is not used.
         return pa.Table.from_batches(list(self._leaf_batches(leaf)), schema=self.output_schema)
 
     def count(self) -> int:
