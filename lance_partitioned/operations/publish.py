@@ -26,12 +26,13 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations import leases
+from lance_partitioned.operations.abandon import abort_write
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
 from lance_partitioned.operations.leaf_schema import namespace_layout
 from lance_partitioned.operations.leases import Lease
-from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles, abort_write
+from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles
 from lance_partitioned.operations.staged_check import fragment_files
 from lance_partitioned.operations.staging import (
     StagedLeaf,

@@ -27,12 +27,11 @@ from typing import Any
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.operations import leases
+from lance_partitioned.operations.abandon import abort_write, discard_task_files
 from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.partition_writer import (
     PartitionWriter,
     WrittenFiles,
-    abort_write,
-    discard_task_files,
     new_job_secret,
 )
 from lance_partitioned.operations.publish import WriteMode, commit_write
