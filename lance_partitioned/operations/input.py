@@ -71,15 +71,18 @@ def coalesce_batches(
     min_rows: int = 1 << 17,
     max_bytes: int | None = None,
     memory_pool: pa.MemoryPool | None = None,
+    pass_rows: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Concatenate runs of small batches into ones of at least ``min_rows`` rows
     (or ``max_bytes`` bytes, when that comes first: it bounds the copy).
 
     Splitting by partition costs per batch and per partition in it, so a stream
     of small batches (Spark hands 10,000-row ones) is split far faster in bigger
-    pieces. Batches of ``min_rows // 4`` rows or more pass through uncopied, as
-    do batches whose schema differs from the run's; empty ones are dropped.
+    pieces. Batches of ``pass_rows`` rows or more (default ``min_rows // 4``) pass
+    through uncopied, as do batches whose schema differs from the run's; empty
+    ones are dropped.
     """
+    pass_rows = min_rows // 4 if pass_rows is None else pass_rows
     pending: list[pa.RecordBatch] = []
     rows = size = 0
 
@@ -91,7 +94,7 @@ def coalesce_batches(
     for batch in batches:
         if not batch.num_rows:
             continue
-        big = batch.num_rows >= min_rows // 4
+        big = batch.num_rows >= pass_rows
         if pending and (big or not batch.schema.equals(pending[0].schema, check_metadata=True)):
             yield merged()
             pending, rows, size = [], 0, 0

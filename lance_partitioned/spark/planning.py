@@ -27,6 +27,7 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, open_leaf_dataset
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
+from lance_partitioned.operations.input import coalesce_batches
 from lance_partitioned.operations.scan import Scan, read_leaf
 from lance_partitioned.spark.types import BatchConformer
 
@@ -254,27 +255,10 @@ def coalesce_small_batches(
 
     A run is handed on once it reaches ``max_rows`` rows or ``max_bytes`` bytes, when
     a batch of ``small_rows`` or more arrives (which then passes as it is), and at the
-    end. Empty batches are dropped.
+    end. Empty batches are dropped. (``operations.input.coalesce_batches`` with
+    Spark's thresholds.)
     """
-    pending: list[pa.RecordBatch] = []
-    rows = size = 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        if batch.num_rows >= small_rows:
-            if pending:
-                yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-                pending, rows, size = [], 0, 0
-            yield batch
-            continue
-        pending.append(batch)
-        rows += batch.num_rows
-        size += batch.nbytes
-        if rows >= max_rows or size >= max_bytes:
-            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            pending, rows, size = [], 0, 0
-    if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+    return coalesce_batches(batches, max_rows, max_bytes, pass_rows=small_rows)
 
 
 def read_task(task: ReadTask, options: ReadOptions) -> Iterator[pa.RecordBatch]:
