@@ -211,3 +211,33 @@ def test_resident_rule_keeps_a_floor_of_buffered_rows(tmp_path, monkeypatch):
     assert min(sizes) >= budget // partition_writer.RESIDENT_MIN_SHARE
     # resident pressure flushes every buffer: pieces left behind keep pages resident
     assert all(whole), whole
+
+
+def test_a_slice_written_whole_counts_the_rows_it_spans(tmp_path, monkeypatch):
+    """An input batch that goes to one partition whole is not copied: it may be a
+    slice of the caller's far larger buffers. It counts the bytes it spans, so a
+    budget several times one slice's rows is not "full" after every batch.
+    """
+    monkeypatch.setattr(partition_writer.resident, "resident_bytes", lambda: None)
+    events = _count_flush_rounds(monkeypatch)
+    n = 400_000
+    payload = pa.array([f"{i:012d}".ljust(48, "y") for i in range(n)], pa.string())
+    table = pa.table({"k": pa.array([7] * n, pa.int64()), "payload": payload}, schema=SCHEMA)
+    slices = table.to_batches(max_chunksize=50_000)  # zero-copy views of one chunk
+    spanned = slices[0].nbytes
+    assert slices[0].get_total_buffer_size() > 5 * spanned  # each reports all the buffers
+    budget = 4 * spanned  # 8 slices of rows: about 2 flush rounds
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(iter(slices), max_buffer_bytes=budget, progress=False)
+    assert 1 <= events.count("flush") <= 3, events  # counted as whole buffers: 8 rounds
+    got = ns.scan().to_arrow()
+    assert got.num_rows == n and pc.sum(got["k"]).as_py() == 7 * n
+
+
+def test_write_buffers_use_arrows_default_pool():
+    """jemalloc with decay 0 was dropped: it page-faulted every allocation afresh
+    (SF1: 438,000 faults against 47,000, 0.6 s of a 3.9 s write) and kept resident
+    memory no lower once the writer trims after each flush round."""
+    assert write_memory_pool() is pa.default_memory_pool() or (
+        write_memory_pool().backend_name == pa.default_memory_pool().backend_name
+    )

@@ -21,23 +21,17 @@ from lance_partitioned.format.spec import partition_key
 
 @functools.cache
 def write_memory_pool() -> pa.MemoryPool:
-    """The Arrow pool a write's buffered rows are allocated from.
+    """The Arrow pool a write's buffered rows are allocated from: Arrow's default.
 
-    jemalloc with its decay time set to 0 when this pyarrow has it: memory a
-    flush frees goes back to the OS at once. With Arrow's default pool
-    (mimalloc), freed pages are kept and reused poorly across the threads that
-    split, copy and write, so a long streaming write's resident memory grew
-    flush after flush while the rows it held stayed within budget
-    (``benchmarks/results/memory.md``). Without jemalloc: the default pool.
-    Setting the decay affects every jemalloc pool of the process, which only
-    a process that chose jemalloc itself uses.
+    One place to choose it. jemalloc with its decay time at 0 (memory a flush
+    frees goes back to the OS at once) was tried and dropped: with the writer
+    trimming after each flush round and flushing on resident growth
+    (``PartitionWriter._over_budget``), it kept a streaming write's resident
+    memory no lower, and every allocation then page-faulted afresh. On TPC-H
+    SF1 in memory it cost 438,000 page faults against 47,000, 1 s more system
+    CPU and 0.6 s of the 3.9 s write (``benchmarks/results/core.md``).
     """
-    try:
-        pool = pa.jemalloc_memory_pool()
-        pa.jemalloc_set_decay_ms(0)
-    except (NotImplementedError, pa.ArrowNotImplementedError):
-        return pa.default_memory_pool()
-    return pool
+    return pa.default_memory_pool()
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
