@@ -93,24 +93,60 @@ def test_streaming_write_holds_about_the_buffer(tmp_path, peak, partitions):
     )
 
 
-def test_split_groups_own_compact_memory():
-    """Each partition's rows own their memory: no slice of the whole reordered batch.
-
-    A slice would keep the whole batch alive while any partition's rows are
-    buffered (the budget would not measure what a flush frees) and Lance
-    encodes slices of large batches far slower.
-    """
-    from lance_partitioned.operations.split import split_by_keys
+def test_partition_ranges_group_rows_in_input_order():
+    """Each partition's rows are one contiguous range of the reordered batch, in input order."""
+    from lance_partitioned.operations.split import partition_ranges
 
     batch = next(batches(1, 6))
-    groups = list(split_by_keys(batch, [batch.column("k")]))
-    assert len(groups) == 6
-    for key, rows in groups:
+    ordered, ranges = partition_ranges(batch, [batch.column("k")])
+    assert len(ranges) == 6
+    assert sum(length for _, _, length in ranges) == batch.num_rows
+    for key, start, length in ranges:
         # pyarrow is the oracle: the rows of this key, in input order
         want = batch.filter(pc.equal(batch.column("k"), key[0]))
-        assert rows.equals(want)
-        # buffers no larger than the rows they hold (a slice reports its parent's)
-        assert rows.get_total_buffer_size() <= rows.nbytes + 64 * rows.num_columns
+        assert ordered.slice(start, length).equals(want)
+
+
+def test_a_flush_round_frees_what_it_wrote(tmp_path, monkeypatch):
+    """Partitions left buffered after a round share input batches with the rows just
+    written; they are copied out, so the budget's count falls by what was written
+    and the memory really is freed (Arrow's allocated bytes fall with it)."""
+    monkeypatch.setattr(partition_writer.resident, "resident_bytes", lambda: None)
+    after: list[tuple[int, int, int]] = []
+    real_flush = partition_writer.PartitionWriter._flush_many
+
+    def flush_many(self, keys, last=False):
+        real_flush(self, keys, last)
+        if not last:
+            left = self.buffers.keys()
+            buffered = sum(p.length for k in left for p in self.buffers._pieces[k])
+            after.append((self.buffers.total_bytes, buffered, len(left)))
+
+    real_compact = partition_writer.PartitionBuffers.compact
+    counted: list[int] = []
+
+    def compact(self):
+        real_compact(self)
+        counted.append(self.total_bytes)
+        # every batch still held is held whole by what is buffered: no written rows kept
+        held = {id(p.shared): p.shared for k in self.keys() for p in self._pieces[k]}
+        for shared in held.values():
+            rows = sum(p.length for k in self.keys() for p in self._pieces[k] if p.shared is shared)
+            assert rows == shared.batch.num_rows
+
+    monkeypatch.setattr(partition_writer.PartitionWriter, "_flush_many", flush_many)
+    monkeypatch.setattr(partition_writer.PartitionBuffers, "compact", compact)
+    budget = 8 * MIB
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    n = 48  # 24 MiB through an 8 MiB budget, 6 partitions in every batch
+    ns.append(batches(n, 6), max_buffer_bytes=budget, progress=False)
+    assert after, "no flush round before the end"
+    assert all(left > 0 for _, _, left in after), after  # halving leaves partitions buffered
+    assert all(total <= budget for total in counted), counted
+    got = ns.scan().to_arrow()
+    assert got.num_rows == n * BATCH_ROWS
+    want = pa.concat_batches(list(batches(n, 6)))
+    assert pc.sum(got["k"]).as_py() == pc.sum(want["k"]).as_py()
 
 
 def _count_flush_rounds(monkeypatch) -> list[str]:
@@ -199,8 +235,8 @@ def test_resident_rule_keeps_a_floor_of_buffered_rows(tmp_path, monkeypatch):
 
     def flush_many(self, keys, last=False):
         if not last:
-            sizes.append(self._total_bytes)
-            whole.append(set(keys) == set(self._buffers))
+            sizes.append(self.buffers.total_bytes)
+            whole.append(set(keys) == set(self.buffers.keys()))
         return real_flush(self, keys, last)
 
     monkeypatch.setattr(partition_writer.PartitionWriter, "_flush_many", flush_many)

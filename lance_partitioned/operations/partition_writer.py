@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,9 +36,15 @@ from lance_partitioned.operations import resident
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.split import split_by_keys, write_memory_pool
+from lance_partitioned.operations.split import partition_ranges, write_memory_pool
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id
+from lance_partitioned.operations.write_buffers import (
+    Key,
+    PartitionBuffers,
+    Piece,
+    chunks_for_lance,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,10 @@ PASS_THROUGH_ROWS = WRITE_CHUNK_ROWS
 # least 1/RESIDENT_MIN_SHARE of the budget is buffered: memory the writer cannot
 # free (someone else's) must not shrink its files to a trickle.
 RESIDENT_MIN_SHARE = 4
+
+# a split input batch: reordered by partition, each partition's (key, start, length),
+# and the bytes the reordered batch holds
+SplitBatch = tuple[pa.RecordBatch, list[tuple[Key, int, int]], int]
 
 # -- what writers produce -----------------------------------------------------
 
@@ -279,11 +288,7 @@ class PartitionWriter:
         self.max_rows_per_file = max_rows_per_file
         self.progress = progress
         self.result = WrittenFiles(snapshot.version)
-        self._buffers: dict[tuple[Any, ...], list[pa.RecordBatch]] = {}
-        self._buffer_bytes: dict[tuple[Any, ...], int] = {}
-        self._buffer_rows: dict[tuple[Any, ...], int] = {}
-        self._total_bytes = 0
-        self._lock = threading.Lock()
+        self.buffers = PartitionBuffers(write_memory_pool())
         self._chunk_bytes = max(1 << 20, min(8 << 20, max_buffer_bytes // 16))
         # resident memory when the write began: its growth is the write's (``_over_budget``)
         self._resident_base = resident.resident_bytes()
@@ -317,18 +322,28 @@ class PartitionWriter:
             for rows, fut in pending:
                 self._accept(rows, fut.result())
 
-    def _split(self, batch: pa.RecordBatch) -> list[tuple[tuple[Any, ...], pa.RecordBatch, int]]:
-        """``(key, rows, bytes held)`` per partition in ``batch``; runs on the split threads."""
+    def _split(self, batch: pa.RecordBatch) -> SplitBatch:
+        """``batch`` reordered by partition, its ranges and the bytes it holds (split threads)."""
         batch = self.conform(batch)
         keys = [f.values(batch, self.snapshot.schema) for f in self.spec.fields]
-        return [(key, rows, _held_bytes(rows, batch)) for key, rows in split_by_keys(batch, keys)]
+        ordered, ranges = partition_ranges(batch, keys)
+        # A reordered batch is our own compact allocation: its buffers' size is exact
+        # and free to read (nbytes walks every string's offsets). A batch of one
+        # partition is the input itself, maybe a slice of far larger buffers: the
+        # bytes it spans.
+        held = ordered.nbytes if ordered is batch else ordered.get_total_buffer_size()
+        return ordered, ranges, held
 
-    def _accept(
-        self, num_rows: int, groups: list[tuple[tuple[Any, ...], pa.RecordBatch, int]]
-    ) -> None:
-        self.resolver.prefetch(key for key, _, _ in groups)  # one __manifest lookup per batch
-        for key, rows, size in groups:
-            self._buffer(key, rows, size)
+    def _accept(self, num_rows: int, split: SplitBatch) -> None:
+        ordered, ranges, held = split
+        self.resolver.prefetch(key for key, _, _ in ranges)  # one __manifest lookup per batch
+        for key, _, _ in ranges:
+            if (self.spec.spec_id, key) not in self.result.leaves:
+                self.result.leaves[(self.spec.spec_id, key)] = self.resolver.resolve(key)
+        self.buffers.add(ordered, ranges, held)
+        full = [key for key, _, _ in ranges if self.buffers.rows(key) >= self.max_rows_per_file]
+        if full:
+            self._flush_many(full)
         if self.progress:
             self.progress(num_rows)
         if self._over_budget():
@@ -336,15 +351,18 @@ class PartitionWriter:
             # go (fewer rounds of small writes; leaves written in parallel). Over the
             # resident budget: all of them, since pieces left behind keep allocator
             # pages resident (SF3: the same peak as halving, in fewer, larger rounds).
-            keys, left = [], self._total_bytes
-            over_rows = self._total_bytes > self.max_buffer_bytes
+            keys, left = [], self.buffers.total_bytes
+            over_rows = self.buffers.total_bytes > self.max_buffer_bytes
             target = self.max_buffer_bytes // 2 if over_rows else 0
-            for key in sorted(self._buffer_bytes, key=self._buffer_bytes.__getitem__, reverse=True):
+            for key, size in self.buffers.largest_first():
                 if left <= target:
                     break
                 keys.append(key)
-                left -= self._buffer_bytes[key]
+                left -= size
             self._flush_many(keys)
+            # the rows left share batches with the rows just written: copy them out
+            # so that memory is freed (``PartitionBuffers.compact``)
+            self.buffers.compact()
             _release_freed_memory()
 
     def _over_budget(self) -> bool:
@@ -357,31 +375,21 @@ class PartitionWriter:
         buffers, the heap of Lance's threads. With the Arrow count alone a 1 GiB
         write of TPC-H SF3 peaked at 1.9 GiB resident (``results/memory.md``).
         """
-        if self._total_bytes > self.max_buffer_bytes:
+        if self.buffers.total_bytes > self.max_buffer_bytes:
             return True
         if (
             self._resident_base is None
-            or self._total_bytes < self.max_buffer_bytes // RESIDENT_MIN_SHARE
+            or self.buffers.total_bytes < self.max_buffer_bytes // RESIDENT_MIN_SHARE
         ):
             return False
         now = resident.resident_bytes()
         return now is not None and now - self._resident_base > self.max_buffer_bytes
 
-    def _buffer(self, key: tuple[Any, ...], rows: pa.RecordBatch, size: int) -> None:
-        if (self.spec.spec_id, key) not in self.result.leaves:
-            self.result.leaves[(self.spec.spec_id, key)] = self.resolver.resolve(key)
-        self._buffers.setdefault(key, []).append(rows)
-        self._buffer_bytes[key] = self._buffer_bytes.get(key, 0) + size
-        self._buffer_rows[key] = self._buffer_rows.get(key, 0) + rows.num_rows
-        self._total_bytes += size
-        if self._buffer_rows[key] >= self.max_rows_per_file:
-            self._flush_many([key])
-
     def _flush_many(self, keys: list[tuple[Any, ...]], last: bool = False) -> None:
         """Write the buffers of ``keys``, up to ``FINISH_THREADS`` leaves at once.
 
-        Each buffer stays counted in ``_total_bytes`` until its rows are written,
-        so the budget always covers what is really held.
+        Each buffer stays counted in ``buffers.total_bytes`` until its rows are
+        written, so the budget always covers what is really held.
         """
         if len(keys) > 1:
             with ThreadPoolExecutor(min(FINISH_THREADS, len(keys))) as pool:
@@ -392,32 +400,25 @@ class PartitionWriter:
 
     def _flush(self, key: tuple[Any, ...], last: bool = False) -> None:
         """Write one partition's buffer and only then release it from the budget."""
-        with self._lock:
-            batches = self._buffers.pop(key, [])
-            size = self._buffer_bytes.pop(key, 0)
-            self._buffer_rows.pop(key, None)
+        pieces = self.buffers.pop(key)
         try:
-            self._write_files(key, batches, last)
+            self._write_files(key, list(pieces), last)
         finally:
-            with self._lock:
-                self._total_bytes -= size
+            self.buffers.release(pieces)
 
-    def _write_files(
-        self, key: tuple[Any, ...], batches: list[pa.RecordBatch], last: bool = False
-    ) -> None:
+    def _write_files(self, key: tuple[Any, ...], pieces: list[Piece], last: bool = False) -> None:
         """Write one partition's buffered rows as Lance data files (thread-safe per key).
 
-        ``batches`` is consumed: rows are handed to Lance in chunks of at most
-        ``WRITE_CHUNK_ROWS`` rows and ``_chunk_bytes``, each concatenated from the buffered pieces
-        and released once Lance has taken it, so a flush copies one chunk at a
-        time rather than the whole partition. ``last``: no more rows will come
+        ``pieces`` is consumed: rows are handed to Lance in chunks of at most
+        ``WRITE_CHUNK_ROWS`` rows and ``_chunk_bytes`` (``chunks_for_lance``), so a
+        flush copies one chunk at a time rather than the whole partition. ``last``: no more rows will come
         for ``key`` (``finish``), so a new leaf with no files yet may be created
         at once (``create_leaves``).
         """
-        if not batches:
+        if not pieces:
             return
         leaf_write = self.result.leaves[(self.spec.spec_id, key)]
-        rows = sum(b.num_rows for b in batches)
+        rows = sum(p.length for p in pieces)
         if leaf_write.is_new:
             layout, storage_version, mode = self._new_layout, None, "create"
             target: Any = leaf_write.files_uri(self.snapshot)
@@ -435,7 +436,13 @@ class PartitionWriter:
 
         def conformed() -> Iterator[pa.RecordBatch]:
             try:
-                for chunk in _chunks(batches, WRITE_CHUNK_ROWS, self._chunk_bytes):
+                for chunk in chunks_for_lance(
+                    pieces,
+                    WRITE_CHUNK_ROWS,
+                    self._chunk_bytes,
+                    PASS_THROUGH_ROWS,
+                    write_memory_pool(),
+                ):
                     yield conform(chunk)
             except BaseException as exc:  # Lance would re-raise it as an OSError
                 failed.append(exc)
@@ -524,7 +531,7 @@ class PartitionWriter:
 
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
-        self._flush_many(list(self._buffers), last=True)
+        self._flush_many(self.buffers.keys(), last=True)
         _release_freed_memory()
         return self.result
 
@@ -542,19 +549,6 @@ def _release_freed_memory() -> None:
     resident.trim_heap()
 
 
-def _held_bytes(rows: pa.RecordBatch, batch: pa.RecordBatch) -> int:
-    """The memory buffering ``rows`` (one partition's rows of ``batch``) holds.
-
-    A split piece owns compact buffers (``split_by_keys`` copies each group), so
-    the size of its buffers is exact and costs nothing to read; ``nbytes``
-    would walk every string column's offsets, about 0.3 s of the main thread
-    per GiB of 1,000-row pieces. Only a batch that went to one partition whole
-    is not a copy: it may be a slice of someone's larger buffers, so its
-    ``nbytes`` (the bytes it spans) is counted instead.
-    """
-    return rows.nbytes if rows is batch else rows.get_total_buffer_size()
-
-
 def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` under ``schema`` (names, nullability, field metadata), without copying.
 
@@ -569,39 +563,6 @@ def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     ):
         return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
     return batch.cast(schema)
-
-
-def _chunks(
-    batches: list[pa.RecordBatch], max_rows: int, max_bytes: int
-) -> Iterator[pa.RecordBatch]:
-    """Consume ``batches`` (emptying the list) as batches of at most ``max_rows`` rows
-    and ``max_bytes`` bytes (or one buffered piece, when that alone is larger).
-
-    Pieces of ``PASS_THROUGH_ROWS`` rows or more pass through uncopied; runs of
-    smaller ones are concatenated (Lance's cost per batch dominates tiny ones).
-    Each piece is dropped from the list as it is used, so its memory is freed
-    as soon as Lance has taken it.
-    """
-    batches.reverse()  # pop from the end: O(1) per piece
-    while batches:
-        run = [batches.pop()]
-        if run[0].num_rows >= PASS_THROUGH_ROWS:
-            yield run.pop()
-            continue
-        # get_total_buffer_size, not nbytes: the pieces own compact buffers (or are
-        # small input batches), and nbytes walks every string's byte range
-        rows, size = run[0].num_rows, run[0].get_total_buffer_size()
-        while (
-            batches
-            and batches[-1].num_rows < PASS_THROUGH_ROWS
-            and rows + batches[-1].num_rows <= max_rows
-            and size + batches[-1].get_total_buffer_size() <= max_bytes
-        ):
-            rows += batches[-1].num_rows
-            size += batches[-1].get_total_buffer_size()
-            run.append(batches.pop())
-        yield run[0] if len(run) == 1 else pa.concat_batches(run, memory_pool=write_memory_pool())
-        del run
 
 
 def new_job_secret() -> bytes:
