@@ -48,7 +48,8 @@ from lance_partitioned.operations.write_buffers import (
 
 log = logging.getLogger(__name__)
 
-# Leaves written at once when buffers are flushed (Lance encodes each on its own threads too).
+# Leaves written at once when buffers are flushed. Lance encodes on its CPU pool
+# (cores - 2 threads, at least one; ``LANCE_CPU_THREADS``), shared by all of them.
 FINISH_THREADS = 4
 # Rows handed to Lance per batch when a partition's buffer is written; a chunk is
 # also at most 1/16 of the buffer budget (between 1 and 8 MiB).
@@ -411,9 +412,9 @@ class PartitionWriter:
 
         ``pieces`` is consumed: rows are handed to Lance in chunks of at most
         ``WRITE_CHUNK_ROWS`` rows and ``_chunk_bytes`` (``chunks_for_lance``), so a
-        flush copies one chunk at a time rather than the whole partition. ``last``: no more rows will come
-        for ``key`` (``finish``), so a new leaf with no files yet may be created
-        at once (``create_leaves``).
+        flush copies one chunk at a time rather than the whole partition.
+        ``last``: no more rows will come for ``key`` (``finish``), so a new leaf
+        with no files yet may be created at once (``create_leaves``).
         """
         if not pieces:
             return
