@@ -98,10 +98,13 @@ class LeafWrite:
     # the commit uses it instead of looking the row up again (at a million
     # partitions, 1,000 such lookups cost ~150 ms).
     published: Leaf | None = field(default=None, repr=False, compare=False)
+    # ``fragments`` as written, by JSON: the commit skips decoding (never pickled)
+    decoded: dict[str, FragmentMetadata] = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["opened"] = None
+        state["decoded"] = {}
         return state
 
     # Set when the writer created the new leaf's dataset itself
@@ -109,9 +112,16 @@ class LeafWrite:
     # ``WrittenFiles.txn``, and publishing only records it.
     created_version: int | None = None
 
+    def add_fragments(self, fragments: Iterable[FragmentMetadata]) -> None:
+        """Record written fragments (as JSON, and as objects for this process)."""
+        for frag in fragments:
+            text = json.dumps(frag.to_json())
+            self.fragments.append(text)
+            self.decoded[text] = frag
+
     def fragment_metadata(self) -> list[FragmentMetadata]:
-        """The written fragments, decoded."""
-        return [FragmentMetadata.from_json(f) for f in self.fragments]
+        """The written fragments, decoded (read-only: the objects are shared, not copies)."""
+        return [self.decoded.get(f) or FragmentMetadata.from_json(f) for f in self.fragments]
 
     def files_uri(self, snapshot: Snapshot) -> str:
         """Where this write's data files go: the leaf, or its branch's directory."""
@@ -150,6 +160,7 @@ class WrittenFiles:
                 )
             else:
                 mine.fragments.extend(leaf_write.fragments)
+                mine.decoded.update(leaf_write.decoded)
                 mine.rows += leaf_write.rows
         return self
 
@@ -491,7 +502,7 @@ class PartitionWriter:
             data_storage_version=storage_version,
             storage_options=self.snapshot.manifest.storage_options,
         )
-        leaf_write.fragments.extend(json.dumps(f.to_json()) for f in layout.remap(frags))
+        leaf_write.add_fragments(layout.remap(frags))
         leaf_write.rows += rows
 
     def _create_leaf(self, leaf_write: LeafWrite, reader: pa.RecordBatchReader, rows: int) -> None:
@@ -505,7 +516,7 @@ class PartitionWriter:
             self.snapshot.manifest.storage_options,
             self.max_rows_per_file,
         )
-        leaf_write.fragments.extend(json.dumps(f.metadata.to_json()) for f in ds.get_fragments())
+        leaf_write.add_fragments(f.metadata for f in ds.get_fragments())
         leaf_write.rows += rows
         leaf_write.created_version = ds.version
 

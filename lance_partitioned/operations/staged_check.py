@@ -79,9 +79,14 @@ def operation_files(op: Any) -> frozenset[str] | None:
     return None
 
 
+def _v2_manifest_name(version: int) -> str:
+    """The file name of version ``version``'s manifest in Lance's V2 naming."""
+    return f"{(1 << 64) - 1 - version:020d}.manifest"
+
+
 def _manifest_uris(st: storage.Storage, base: str, version: int) -> list[str]:
     """Where version ``version``'s manifest file is, in Lance's V2 and V1 naming (one exists)."""
-    names = [f"{(1 << 64) - 1 - version:020d}.manifest", f"{version}.manifest"]
+    names = [_v2_manifest_name(version), f"{version}.manifest"]
     return [st.join(base, "_versions", n) for n in names]
 
 
@@ -114,7 +119,7 @@ def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, st
         st = storage.resolve(leaf.uri, storage_options)
         # only the V2 name (what pylance writes): a missing name costs a listing on
         # object stores; a leaf without it goes through check_staged, which tries V1
-        uris = _manifest_uris(st, leaf.uri, leaf.version)[:1]
+        uris = [st.join(leaf.uri, "_versions", _v2_manifest_name(leaf.version))]
         uris += [st.join(leaf.uri, f) for f in leaf.added]
         by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 1))
     for st, leaves in by_store.values():
