@@ -347,3 +347,39 @@ def test_a_commit_does_not_decode_the_fragments_its_writer_wrote(tmp_path, monke
     want = [(1, 1), (1, 10), (1, 11), (2, 2), (2, 20), (3, 3), (3, 31), (9, 90)]
     assert _leaf_rows(ns.root) == want
 
+
+def test_published_rows_are_built_without_a_json_round_trip(tmp_path, monkeypatch):
+    """Each published table row's metadata is encoded once, from a dict (not JSON
+    decoded and encoded again), and says what seed 000 and docs/FORMAT.md promise:
+    the partition value mirror, ``lp.read_version`` and ``lp.num_rows``."""
+    import json
+
+    from lance_partitioned.catalog import manifest as manifest_mod
+    from lance_partitioned.operations import publish as publish_mod
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    ns = lp.create(str(tmp_path / "ns"), schema, "k")
+    ns.append(pa.table({"k": [1, 2], "v": [1, 2]}, schema=schema))
+    kinds: list[type] = []
+    real = manifest_mod.with_read_mirror
+
+    def recording(metadata, *args):
+        kinds.append(type(metadata))
+        return real(metadata, *args)
+
+    monkeypatch.setattr(publish_mod, "with_read_mirror", recording)
+    ns.append(pa.table({"k": [1, 2, 2, 5], "v": [3, 4, 5, 6]}, schema=schema))
+    assert kinds == [dict, dict, dict]
+    man = lance.dataset(os.path.join(ns.root, "__manifest"))
+    for row in man.to_table(filter="object_type = 'table'").to_pylist():
+        meta = json.loads(row["metadata"])
+        leaf = lance.dataset(os.path.join(ns.root, row["location"]), version=row["read_version"])
+        k = leaf.to_table()["k"][0].as_py()
+        assert meta["lp.read_version"] == str(row["read_version"])
+        assert meta["lp.num_rows"] == str(leaf.count_rows())
+        # the mirror of column partition_field_<id> is key partition.<id>
+        mirrors = {key: v for key, v in meta.items() if key.startswith("partition.")}
+        assert mirrors == {"partition.k": str(k)} and row["partition_field_k"] == k
+    # the same JSON from a dict as from the JSON text of that dict
+    text = '{"partition.1":"x"}'
+    assert real(json.loads(text), 4, None, None, 7) == real(text, 4, None, None, 7)

@@ -345,7 +345,7 @@ class Manifest:
 
 
 def with_read_mirror(
-    metadata: str | None,
+    metadata: str | dict[str, Any] | None,
     read_version: int | None,
     read_branch: str | None = None,
     read_tag: str | None = None,
@@ -353,12 +353,13 @@ def with_read_mirror(
 ) -> str:
     """``metadata`` JSON with the ``lp.read_*`` mirror keys and ``lp.num_rows`` set.
 
-    NULL values have no key. This is the one place a table row's published
-    version is written, so the row count always travels with it: a version
-    published without a known count (``num_rows`` None) drops any old count
-    rather than keep a stale one.
+    ``metadata`` is the row's JSON, or (a row being built) its keys as a dict,
+    which spares a JSON round trip per row. NULL values have no key. This is
+    the one place a table row's published version is written, so the row count
+    always travels with it: a version published without a known count
+    (``num_rows`` None) drops any old count rather than keep a stale one.
     """
-    meta = json.loads(metadata or "{}")
+    meta = dict(metadata) if isinstance(metadata, dict) else json.loads(metadata or "{}")
     values = (read_version, read_branch, read_tag)
     pairs = [*((READ_MIRROR_KEYS[c], v) for c, v in zip(READ_COLUMNS, values, strict=True))]
     pairs.append((NUM_ROWS_KEY, num_rows))

@@ -50,6 +50,13 @@ def parse_partition_value(text: str | None, arrow_type: pa.DataType) -> Any:
     return pa.scalar(text).cast(arrow_type).as_py()
 
 
+def mirror_values(values: dict[str, Any]) -> dict[str, Any]:
+    """``mirror_metadata`` before JSON encoding: ``{"partition.<field_id>": "<value>"}``."""
+    return {
+        MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items() if v is not None
+    }
+
+
 def mirror_metadata(values: dict[str, Any]) -> str:
     """The ``metadata`` JSON of a row: ``{"partition.<field_id>": "<value>"}``.
 
@@ -57,8 +64,4 @@ def mirror_metadata(values: dict[str, Any]) -> str:
     rejects JSON null, and a table row lists every field of its spec, so a
     missing key can only mean NULL.
     """
-    return json.dumps(
-        {MIRROR_PREFIX + k: format_partition_value(v) for k, v in values.items() if v is not None},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    return json.dumps(mirror_values(values), separators=(",", ":"), ensure_ascii=False)

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
-from lance_partitioned.catalog.mirror import mirror_metadata
+from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
@@ -157,7 +157,7 @@ def _manifest_rows(
             "object_type": "table",
             "location": leaf_write.location,
             "metadata": with_read_mirror(
-                mirror_metadata(
+                mirror_values(
                     {f.field_id: v for f, v in zip(spec.fields, leaf_write.key, strict=True)}
                 ),
                 version,
