@@ -348,7 +348,9 @@ def test_a_commit_does_not_decode_the_fragments_its_writer_wrote(tmp_path, monke
         job.commit(shipped)
     assert sorted(decoded) == sorted(f for lw in shipped.leaves.values() for f in lw.fragments)
     with WriteJob.begin(ns.manifest, WriteMode.APPEND) as job:
-        written = job.write(lambda w: w.write_all(pa.table({"k": [7]}, schema=schema).to_batches()))
+        written = job.write(
+            lambda w: w.write_all(pa.table({"k": [7], "v": [70]}, schema=schema).to_batches())
+        )
         assert [lw.decoded for lw in written.leaves.values()] == [{}]
         job.abort(written)
     want = [(1, 1), (1, 10), (1, 11), (2, 2), (2, 20), (3, 3), (3, 31), (9, 90)]
