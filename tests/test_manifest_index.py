@@ -181,3 +181,47 @@ def test_every_kind_of_commit_works_on_an_indexed_manifest(tmp_path, small_thres
     ds = _man(ns.root)
     hit = ds.to_table(filter="object_type = 'table'")
     assert hit.num_rows == 1
+
+
+def test_a_writers_upkeep_is_proportional_to_what_commits_added(tmp_path, monkeypatch):
+    """The upkeep inside a writer's commit leaves the bulk of ``__manifest`` alone:
+    the first index segment is not merged again (deltas are, past
+    ``MAX_INDEX_SEGMENTS``) and the first fragment is not rewritten while less than
+    ``TIDY_MASKED_SHARE`` of it is masked. ``ns.compact()`` still does both.
+
+    Oracles: Lance's own index statistics, fragment ids and deletion counts, and
+    pyarrow on the rows written.
+    """
+    monkeypatch.setattr(manifest_index, "INDEX_MIN_ROWS", 10)
+    monkeypatch.setattr(manifest_index, "LOOSE_FRAGMENTS", 3)
+    monkeypatch.setattr(manifest_index, "MAX_INDEX_SEGMENTS", 3)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    expected = _rows(list(range(40)), list(range(40)))
+    ns.append(expected)  # 40 partitions: one big fragment, indexed as one segment
+    ds = _man(ns.root)
+    first = ds.get_fragments()[0]
+    base = {d.name: [seg.uuid for seg in d.segments] for d in ds.describe_indices()}
+    assert all(len(uuids) == 1 for uuids in base.values()) and len(base) == 2
+    for i in range(16):  # each rewrites one partition's row: masks a row of the first fragment
+        extra = _rows([1000 + i], [i])
+        ns.append(extra)
+        expected = pa.concat_tables([expected, extra])
+    ds = _man(ns.root)
+    masked = ds.get_fragments()[0].num_deletions if ds.get_fragments() else 0
+    assert ds.get_fragments()[0].fragment_id == first.fragment_id  # not rewritten
+    physical = first.metadata.physical_rows
+    assert 0.1 * physical < masked < 0.5 * physical
+    now = {d.name: [seg.uuid for seg in d.segments] for d in ds.describe_indices()}
+    for name, (uuid,) in base.items():
+        segments = now[name]
+        assert uuid in segments  # the first segment kept, not merged again
+        assert 1 < len(segments) <= manifest_index.MAX_INDEX_SEGMENTS + 1
+    assert len(ds.get_fragments()) <= manifest_index.LOOSE_FRAGMENTS + 1
+    got = lp.open(ns.root).to_arrow().sort_by("id")
+    assert got.equals(expected.sort_by("id"))
+    assert lp.open(ns.root).count("k = 3") == pc.sum(pc.equal(expected["k"], 3)).as_py()
+    ns.compact()  # everything: masked rows dropped, one segment per index
+    ds = _man(ns.root)
+    assert all(f.num_deletions == 0 for f in ds.get_fragments())
+    assert ds.stats.index_stats("object_id_idx")["num_indices"] == 1
+    assert lp.open(ns.root).to_arrow().sort_by("id").equals(expected.sort_by("id"))

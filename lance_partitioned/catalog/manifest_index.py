@@ -21,10 +21,12 @@ When: a small ``__manifest`` is read whole faster than through an index, and
 every index is a commit, so nothing is created below ``INDEX_MIN_ROWS`` rows.
 After each commit of rows (``Manifest.commit``), ``maintain`` creates missing
 indexes once the table is big enough, and when more than ``LOOSE_FRAGMENTS``
-fragments have piled up (each commit adds one) it compacts ``__manifest`` and
-brings the indexes up to date. ``ns.compact()`` does the same unconditionally.
-All of it is best effort: a concurrent commit that wins makes it a no-op, and a
-failure is logged, never raised to the writer whose commit already succeeded.
+fragments have piled up (each commit adds one) it does a writer's share of the
+upkeep (``tidy``): work in proportion to what the last commits added, never to
+the namespace's size, since it runs inside someone's commit. ``ns.compact()``
+does all of it (``refresh``). All of it is best effort: a concurrent commit that
+wins makes it a no-op, and a failure is logged, never raised to the writer whose
+commit already succeeded.
 """
 
 from __future__ import annotations
@@ -42,6 +44,14 @@ PARTITION_PREFIX = "partition_field_"
 INDEX_MIN_ROWS = 2_000
 # Fragments (one per commit) tolerated before compacting __manifest.
 LOOSE_FRAGMENTS = 32
+# A writer's upkeep rewrites a fragment only once this share of its rows is masked
+# (rows later commits replaced). Lance's default, 0.1, rewrote a million-row
+# __manifest fragment every hundred commits of 1,000 rows, 2 s inside a commit.
+TIDY_MASKED_SHARE = 0.5
+# Index segments (the first, plus one delta per upkeep) before a writer's upkeep
+# merges the deltas. Merging them all into the first each time cost 0.6 s at a
+# million rows; a delta costs 0.03 s, and lookups over 2 segments are as fast.
+MAX_INDEX_SEGMENTS = 8
 
 
 def wanted(ds: lance.LanceDataset) -> dict[str, str]:
@@ -117,8 +127,31 @@ def maintain(ds: lance.LanceDataset, storage_options: Options = None) -> None:
     """After a commit of rows: the cheap checks, and the work only when due (best effort)."""
     try:
         if len(ds.get_fragments()) > LOOSE_FRAGMENTS:
-            refresh(ds, storage_options, materialize=False)
+            tidy(ds, storage_options)
         elif missing(ds) and ds.count_rows() >= INDEX_MIN_ROWS:
             refresh(ds, storage_options, compact=False)
     except Exception as exc:  # a concurrent commit won, or the store refused: next time
         log.info("__manifest maintenance at version %d skipped: %s", ds.version, exc)
+
+
+def tidy(ds: lance.LanceDataset, storage_options: Options = None) -> None:
+    """A writer's share of the upkeep, in proportion to what commits added.
+
+    Merges the small fragments commits left (rewriting a large one only once
+    ``TIDY_MASKED_SHARE`` of it is masked), indexes their rows as a new delta
+    segment of each index, and merges the deltas once there are more than
+    ``MAX_INDEX_SEGMENTS`` segments, leaving the first (the bulk of the table)
+    as it is. ``refresh`` (``ns.compact()``) merges everything.
+    """
+    ds.optimize.compact_files(materialize_deletions_threshold=TIDY_MASKED_SHARE)
+    ds = lance.dataset(ds.uri, storage_options=storage_options)
+    if ds.count_rows() < INDEX_MIN_ROWS and not indexed_columns(ds):
+        return
+    ds = ensure(ds, storage_options)
+    if _unindexed_fragments(ds):
+        ds.optimize.optimize_indices(num_indices_to_merge=0)
+        ds = lance.dataset(ds.uri, storage_options=storage_options)
+    for name in indexed_columns(ds).values():
+        segments = ds.stats.index_stats(name)["num_indices"]
+        if segments > MAX_INDEX_SEGMENTS:
+            ds.optimize.optimize_indices(index_names=[name], num_indices_to_merge=segments - 1)
