@@ -20,17 +20,24 @@ from lance_partitioned.format.spec import partition_key
 
 @functools.cache
 def write_memory_pool() -> pa.MemoryPool:
-    """The Arrow pool a write's buffered rows are allocated from: Arrow's default.
+    """The Arrow pool a write's buffered rows are allocated from.
 
-    One place to choose it. jemalloc with its decay time at 0 (memory a flush
-    frees goes back to the OS at once) was tried and dropped: with the writer
-    trimming after each flush round and flushing on resident growth
-    (``PartitionWriter._over_budget``), it kept a streaming write's resident
-    memory no lower, and every allocation then page-faulted afresh. On TPC-H
-    SF1 in memory it cost 438,000 page faults against 47,000, 1 s more system
-    CPU and 0.6 s of the 3.9 s write (``benchmarks/results/core.md``).
+    jemalloc with its decay time set to 0 when this pyarrow has it: memory a
+    flush frees goes back to the OS at once, which is what keeps a streaming
+    write within its budget. Measured beside Arrow's default pool (mimalloc),
+    TPC-H SF3 through 1 GiB: peak RSS 1,326 vs 1,451 MiB; a Spark task at
+    ``maxBufferBytes`` 128 MiB: 448 vs 608 MiB, against a goal of 640
+    (``benchmarks/results/memory.md``). It costs page faults instead: an
+    in-memory SF1 write that never flushes early takes about 0.5 s more CPU.
+    Setting the decay affects every jemalloc pool of the process, which only a
+    process that chose jemalloc itself uses. Without jemalloc: the default pool.
     """
-    return pa.default_memory_pool()
+    try:
+        pool = pa.jemalloc_memory_pool()
+        pa.jemalloc_set_decay_ms(0)
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        return pa.default_memory_pool()
+    return pool
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
