@@ -145,7 +145,7 @@ class PartitionBuffers:
                 by_shared.setdefault(id(piece.shared), []).append(piece)
         for held in by_shared.values():
             old = held[0].shared
-            if sum(p.length for p in held) == old.batch.num_rows:  # nothing of it written
+            if len(held) == old.pieces and sum(p.length for p in held) == old.batch.num_rows:
                 continue
             held.sort(key=lambda p: p.start)
             batch = pa.concat_batches([p.rows() for p in held], memory_pool=self._pool)
@@ -155,6 +155,7 @@ class PartitionBuffers:
                 piece.shared, piece.start = shared, start
                 start += piece.length
             self.total_bytes += shared.nbytes - old.nbytes
+            old.pieces = 0
         self._bytes = {key: sum(p.nbytes for p in ps) for key, ps in self._pieces.items()}
 
 
@@ -189,8 +190,5 @@ def chunks_for_lance(
             rows += pieces[-1].length
             size += pieces[-1].nbytes
             run.append(pieces.pop())
-        if len(run) == 1 and run[0].whole:  # compact already: no copy
-            yield run.pop().rows()
-        else:
-            yield pa.concat_batches([p.rows() for p in run], memory_pool=memory_pool)
+        yield pa.concat_batches([p.rows() for p in run], memory_pool=memory_pool)
         del run
