@@ -300,6 +300,10 @@ class PartitionWriter:
         self.result = WrittenFiles(snapshot.version)
         self.buffers = PartitionBuffers(write_memory_pool())
         self._chunk_bytes = max(1 << 20, min(8 << 20, max_buffer_bytes // 16))
+        # Rows buffered may use the budget less the chunks a flush round hands Lance
+        # (one per leaf being written): the written rows' batches are freed only at
+        # the end of a round (``PartitionBuffers.compact``), so those copies come on top.
+        self._row_budget = max_buffer_bytes - FINISH_THREADS * self._chunk_bytes
         # resident memory when the write began: its growth is the write's (``_over_budget``)
         self._resident_base = resident.resident_bytes()
         self._new_layout = namespace_layout(snapshot.schema)
@@ -362,8 +366,8 @@ class PartitionWriter:
             # resident budget: all of them, since pieces left behind keep allocator
             # pages resident (SF3: the same peak as halving, in fewer, larger rounds).
             keys, left = [], self.buffers.total_bytes
-            over_rows = self.buffers.total_bytes > self.max_buffer_bytes
-            target = self.max_buffer_bytes // 2 if over_rows else 0
+            over_rows = self.buffers.total_bytes > self._row_budget
+            target = self._row_budget // 2 if over_rows else 0
             for key, size in self.buffers.largest_first():
                 if left <= target:
                     break
@@ -376,7 +380,8 @@ class PartitionWriter:
             _release_freed_memory()
 
     def _over_budget(self) -> bool:
-        """Whether to flush now: the buffered rows exceed the budget, or (Linux) the
+        """Whether to flush now: the buffered rows exceed the budget (less the chunks a
+        flush hands Lance, ``_row_budget``), or (Linux) the
         process's resident memory grew by more than the budget since the writer was
         made while at least 1/RESIDENT_MIN_SHARE of it is buffered.
 
@@ -385,7 +390,7 @@ class PartitionWriter:
         buffers, the heap of Lance's threads. With the Arrow count alone a 1 GiB
         write of TPC-H SF3 peaked at 1.9 GiB resident (``results/memory.md``).
         """
-        if self.buffers.total_bytes > self.max_buffer_bytes:
+        if self.buffers.total_bytes > self._row_budget:
             return True
         if (
             self._resident_base is None
