@@ -28,7 +28,13 @@ from lance_partitioned.errors import (
 )
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec, parse_spec
-from lance_partitioned.namespace import PartitionedNamespace, WriteResult, create, open
+from lance_partitioned.namespace import (
+    PartitionedNamespace,
+    WriteResult,
+    clear_caches,
+    create,
+    open,
+)
 from lance_partitioned.namespace_interface import register as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
@@ -42,6 +48,7 @@ __version__ = "0.1.0"
 _register_namespace_impl()
 
 __all__ = [
+    "clear_caches",
     "ColumnNotFoundError",
     "CommitConflictError",
     "ConvertResult",

@@ -15,7 +15,7 @@ from lance_partitioned.catalog.manifest import (
     check_create_target,
     manifest_schema,
 )
-from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.catalog.snapshot import Snapshot, clear_plan_caches
 from lance_partitioned.errors import NotAPartitionedNamespaceError
 from lance_partitioned.facade.base import (
     NamespaceHandle,
@@ -32,6 +32,7 @@ from lance_partitioned.format.spec import PartitionField, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
+from lance_partitioned.operations.filter_check import clear_filter_checks
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
@@ -330,4 +331,28 @@ def open(
         raise
 
 
-__all__ = ["PartitionedNamespace", "PartitionField", "WriteResult", "create", "open"]
+def clear_caches() -> None:
+    """Forget what queries kept from the namespaces this process read.
+
+    Queries keep, by the exact content of each ``__manifest`` version: its parsed
+    schema and specs, the filters bound to them, and the leaf rows a filter
+    selected (at most 64 MiB in all). A query repeated on an unchanged namespace
+    then plans in well under a millisecond; any commit is a new version and is
+    read anew. Call this to free that memory, or to time a first query::
+
+        lp.clear_caches()
+        ns = lp.open(root)
+        ns.plan("k = 1")  # reads and binds everything again
+    """
+    clear_plan_caches()
+    clear_filter_checks()
+
+
+__all__ = [
+    "PartitionedNamespace",
+    "PartitionField",
+    "WriteResult",
+    "clear_caches",
+    "create",
+    "open",
+]

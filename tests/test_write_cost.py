@@ -184,7 +184,10 @@ def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, 
     monkeypatch.setattr(partition_writer, "create_leaf", failing)
     with pytest.raises(RuntimeError, match="injected"):
         ns.append(table.slice(2), progress=False)
-    assert len(calls) == 6  # every new leaf was attempted (in threads) before the abort
+    # Leaves are created 4 at a time: those started before the failure reached the
+    # caller run to the end (and are cleaned up), the ones still queued are
+    # cancelled (``Executor.map``), so 3 to 6 were attempted, as the machine's load has it.
+    assert 3 <= len(calls) <= 6
     assert sorted(os.listdir(root)) == before  # no new partition directory is left
     assert sorted(lp.open(root).to_arrow()["v"].to_pylist()) == [0, 1]
 

@@ -7,6 +7,7 @@ plan never mixes two manifest versions.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import os
 import threading
@@ -42,6 +43,7 @@ from lance_partitioned.catalog.manifest_query import (
     where,
 )
 from lance_partitioned.catalog.row_counts import trusted_counts
+from lance_partitioned.catalog.version_cache import VersionCache
 from lance_partitioned.errors import (
     NamespaceDamagedError,
     NotAPartitionedNamespaceError,
@@ -69,6 +71,61 @@ def _warn_once(root: str, version: int, message: str) -> None:
         log.warning("%s: %s", root, message)
 
 
+# Leaf tables of recent ``__manifest`` versions (``Snapshot.leaf_table``): a query
+# repeated on an unchanged namespace plans without reading ``__manifest`` again.
+_version_cache = VersionCache(max_bytes=64 << 20)
+
+# Parsed ``__manifest`` metadata by its text: every scan opens the latest version,
+# and re-parsing the same schema and spec JSON (and validating them) was a tenth
+# of a small query's planning. Keyed by the exact strings, so any change misses.
+_PARSED_LIMIT = 64
+_Parsed = tuple[Schema, dict[int, PartitionSpec], str | None, dict[str, Any]]
+_parsed: dict[tuple[tuple[str, str], ...], _Parsed] = {}
+_parsed_lock = threading.Lock()
+
+
+def _parse_metadata(root: str, meta: dict[str, str]) -> _Parsed:
+    """The schema, the specs by id, ``spec_problem`` and the shared
+    ``Snapshot.prepared_filters`` of ``__manifest`` metadata ``meta`` (of the
+    namespace at ``root``, named in errors). Raises what the parse raises; only
+    successful parses are remembered. Callers copy ``specs``."""
+    key = tuple(sorted(meta.items()))
+    with _parsed_lock:
+        hit = _parsed.get(key)
+    if hit is not None:
+        return hit
+    if SCHEMA_KEY not in meta:
+        raise NotAPartitionedNamespaceError(
+            f"{root!r}: __manifest metadata has partition specs but no 'schema' key"
+        )
+    schema = Schema.from_json(meta[SCHEMA_KEY], recorded_last_field_id(meta))
+    specs: dict[int, PartitionSpec] = {}
+    for key_name, value in meta.items():
+        if not key_name.startswith(SPEC_KEY_PREFIX):
+            continue
+        suffix = key_name[len(SPEC_KEY_PREFIX) :]
+        if not suffix.isdigit():
+            raise SpecError(f"bad spec key {key_name!r} in {root!r}")
+        try:
+            spec = PartitionSpec.from_json(value)
+        except SpecError as exc:
+            raise SpecError(f"{key_name} of {root!r} is invalid: {exc}") from exc
+        if spec.spec_id != int(suffix):
+            raise SpecError(f"{key_name} of {root!r} has id {spec.spec_id}, expected {suffix}")
+        specs[spec.spec_id] = spec
+    check_field_ids(specs.values())
+    # a spec may name a dropped column's id: it stays retired (reads as NULL)
+    schema = schema.with_last_field_id(
+        max((i for s in specs.values() for f in s.fields for i in f.source_ids), default=-1)
+    )
+    parsed = (schema, specs, _spec_problem(schema, specs[max(specs)]), {})
+    with _parsed_lock:
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.pop(next(iter(_parsed)))
+        _parsed[key] = parsed
+    return parsed
+
+
 @dataclass
 class Snapshot:
     """A namespace as of one ``__manifest`` version.
@@ -85,6 +142,9 @@ class Snapshot:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
     damage: list[str] = field(default_factory=list)  # our columns ``dataset`` lacks
     view: lance.LanceDataset | None = field(default=None, repr=False)
+    # Filters bound to this schema and these specs (``operations.scan``), shared by
+    # every snapshot of the same metadata: a repeated query binds once.
+    prepared_filters: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def rows_dataset(self) -> lance.LanceDataset:
@@ -102,35 +162,8 @@ class Snapshot:
         feature flags are checked.
         """
         ds = manifest.open_checked(version, for_write=for_write)
-        meta = ds.metadata
-        if SCHEMA_KEY not in meta:
-            raise NotAPartitionedNamespaceError(
-                f"{manifest.root!r}: __manifest metadata has partition specs but no 'schema' key"
-            )
-        schema = Schema.from_json(meta[SCHEMA_KEY], recorded_last_field_id(meta))
-        specs: dict[int, PartitionSpec] = {}
-        for key, value in meta.items():
-            if not key.startswith(SPEC_KEY_PREFIX):
-                continue
-            suffix = key[len(SPEC_KEY_PREFIX) :]
-            if not suffix.isdigit():
-                raise SpecError(f"bad spec key {key!r} in {manifest.root!r}")
-            try:
-                spec = PartitionSpec.from_json(value)
-            except SpecError as exc:
-                raise SpecError(f"{key} of {manifest.root!r} is invalid: {exc}") from exc
-            if spec.spec_id != int(suffix):
-                raise SpecError(
-                    f"{key} of {manifest.root!r} has id {spec.spec_id}, expected {suffix}"
-                )
-            specs[spec.spec_id] = spec
-        check_field_ids(specs.values())
-        # a spec may name a dropped column's id: it stays retired (reads as NULL)
-        schema = schema.with_last_field_id(
-            max((i for s in specs.values() for f in s.fields for i in f.source_ids), default=-1)
-        )
-        snapshot = cls(manifest, ds, schema, specs)
-        problem = spec_problem(snapshot)
+        schema, specs, problem, prepared = _parse_metadata(manifest.root, ds.metadata)
+        snapshot = cls(manifest, ds, schema, dict(specs), prepared_filters=prepared)
         if problem is not None:
             _warn_once(manifest.root, ds.version, f"{problem}; writes are refused until then")
         snapshot.damage = repair.missing_columns(ds)
@@ -174,6 +207,10 @@ class Snapshot:
         Tables outside the spec version namespaces (other tools') are left out; a
         row under a spec version the metadata does not define raises SpecError.
         """
+        key = self._version_key("leaf_table", filter, tuple(extra))
+        hit = _version_cache.get(key)
+        if hit is not None:
+            return hit
         rows = self._leaf_rows(filter, extra)
         sids = spec_ids_of(rows.column("object_id"), sorted(self.specs))
         if sids.null_count:
@@ -191,14 +228,43 @@ class Snapshot:
                     f"manifest rows under 'v{sid}' belong to unknown spec version v{sid}"
                 )
         fields = {sid: [f.column for f in self.specs[sid].fields] for sid in present}
-        return LeafTable(rows, sids.to_numpy(zero_copy_only=False), fields)
+        spec_ids = sids.to_numpy(zero_copy_only=False)
+        spec_ids.flags.writeable = False  # shared by every scan of this version
+        table = LeafTable(rows, spec_ids, fields)
+        _version_cache.put(key, table, rows.nbytes + spec_ids.nbytes)
+        return table
+
+    def _version_key(self, *what: Any) -> tuple[Any, ...] | None:
+        """A key naming this ``__manifest`` version's exact content, plus ``what``;
+        None when there is none (an in-memory repair view, or a pylance without
+        ``serialized_manifest``). The serialized manifest lists the version's data
+        and deletion files, whose names are unique: a namespace re-created at the
+        same path, with the same version numbers, has another key."""
+        if self.view is not None:
+            return None
+        try:
+            manifest = self.dataset._ds.serialized_manifest()
+        except AttributeError:
+            return None
+        digest = hashlib.blake2b(manifest, digest_size=20).digest()
+        return (self.manifest.uri, digest, *what)
 
     def _leaf_rows(self, filter: str | None, extra: Sequence[str] = ()) -> pa.Table:
         """The table rows matching ``filter``: the columns a ``Leaf`` needs, plus ``extra``."""
         spec_cols = {f.column for s in self.specs.values() for f in s.fields}
         cols = [*LEAF_COLUMNS, *sorted(spec_cols), *extra]
+        return self._read_rows(cols, filter)
+
+    def _read_rows(self, columns: list[str], filter: str | None) -> pa.Table:
+        """``columns`` of the table rows matching ``filter``.
+
+        Not late-materialised: the columns are short, and fetching them row by
+        row after the filter cost 40% of a small query's ``__manifest`` read.
+        """
         try:
-            return self.rows_dataset.to_table(columns=cols, filter=where(TABLE_ROWS, filter))
+            return self.rows_dataset.to_table(
+                columns=columns, filter=where(TABLE_ROWS, filter), late_materialization=False
+            )
         except Exception as exc:
             self.raise_if_cleaned_up(exc)
             raise
@@ -230,11 +296,7 @@ class Snapshot:
 
     def _count_rows(self, filter: str | None) -> pa.Table:
         cols = ["object_id", "read_version", "read_branch", "read_tag", "metadata"]
-        try:
-            return self.rows_dataset.to_table(columns=cols, filter=where(TABLE_ROWS, filter))
-        except Exception as exc:
-            self.raise_if_cleaned_up(exc)
-            raise
+        return self._read_rows(cols, filter)
 
     def stored_counts(self, filter: str | None = None) -> dict[str, int]:
         """Trusted row counts of the leaves ``filter`` selects, by object id (no leaf opened)."""
@@ -328,27 +390,32 @@ class Snapshot:
             raise better from exc
 
 
+def clear_plan_caches() -> None:
+    """Forget the parsed metadata, bound filters and leaf rows kept from recent
+    ``__manifest`` versions: the next query of each namespace reads them anew."""
+    _version_cache.clear()
+    with _parsed_lock:
+        _parsed.clear()
+
+
 def spec_problem(snapshot: Snapshot) -> str | None:
     """Why the current spec cannot be written under (it fails validation), or None.
 
     Older specs may name dropped columns (read as NULL, seed 000 "column removal
     resistant"); the current one decides where new rows go, so it must be valid.
     """
-    spec = snapshot.current_spec
-    key = (spec.to_json_str(), snapshot.schema.to_json_str())
-    if key not in _spec_checks:
-        try:
-            spec.validate(snapshot.schema)
-            _spec_checks[key] = None
-        except SpecError as exc:
-            _spec_checks[key] = (
-                f"the current partition spec {spec.key} fails validation against the "
-                f"namespace schema: {exc}. Add a valid spec with ns.evolve_spec(...)"
-            )
-    return _spec_checks[key]
+    return _spec_problem(snapshot.schema, snapshot.current_spec)
 
 
-_spec_checks: dict[tuple[str, str], str | None] = {}
+def _spec_problem(schema: Schema, spec: PartitionSpec) -> str | None:
+    try:
+        spec.validate(schema)
+    except SpecError as exc:
+        return (
+            f"the current partition spec {spec.key} fails validation against the "
+            f"namespace schema: {exc}. Add a valid spec with ns.evolve_spec(...)"
+        )
+    return None
 
 
 def open_leaf_dataset(

@@ -202,7 +202,12 @@ class Schema:
         return arrow_schema_to_json(self._arrow)
 
     def to_json_str(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"))
+        """The compact JSON text of ``to_json`` (computed once: the schema is immutable
+        and filter checks key their caches by it)."""
+        text = self.__dict__.get("_json_str")
+        if text is None:
+            text = self._json_str = json.dumps(self.to_json(), separators=(",", ":"))
+        return text
 
     # -- access -------------------------------------------------------------
     @property

@@ -127,3 +127,9 @@ def _plan_with_lance(sql: str, schema: Schema) -> None:
         if len(_planned) > 1024:
             _planned.clear()
         _planned.add(key)
+
+
+def clear_filter_checks() -> None:
+    """Forget which filters Lance has planned (``_plan_with_lance``)."""
+    with _empty_lock:
+        _planned.clear()

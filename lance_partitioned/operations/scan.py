@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union, overload
+from typing import Any, NamedTuple, overload
 
 import lance
 import numpy as np
@@ -19,31 +19,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog.leaf_table import BLOCK, LeafTable
-from lance_partitioned.catalog.manifest_query import partitions_matching
 from lance_partitioned.catalog.row_counts import trusted_counts
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc, read_session
-from lance_partitioned.errors import ColumnNotFoundError, FilterError
+from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.expressions import Expr, and_all
-from lance_partitioned.format.filters.bind import bind
 from lance_partitioned.format.filters.evaluate import filter_batch
-from lance_partitioned.format.filters.from_datafusion import from_datafusion
-from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
-from lance_partitioned.format.filters.parse import parse_filter
-from lance_partitioned.format.filters.render import to_lance_sql, to_sql
-from lance_partitioned.format.filters.tokens import FilterParseError
+from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import conjuncts, referenced_columns, to_nnf
-from lance_partitioned.format.pruning import ResidualPlan, partition_predicates
+from lance_partitioned.format.pruning import ResidualPlan
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.filter_check import check_filter
 from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
-
-# Union[] rather than ``|``: the DataFusion member is a forward reference, since
-# DataFusion is imported lazily, only when a filter needs it.
-FilterLike: TypeAlias = Union[str, pc.Expression, "datafusion.Expr", Expr, None]
-"""A row filter: Lance SQL text, a pyarrow compute or DataFusion expression, or a parsed AST."""
-
-if TYPE_CHECKING:
-    import datafusion
+from lance_partitioned.operations.scan_filter import (  # noqa: F401  (re-exported)
+    FilterLike,
+    parse_any_filter,
+    prepare_filter,
+)
 
 
 def _threads() -> int:
@@ -80,35 +70,6 @@ class ScanTask(NamedTuple):
     # The Lance SQL filter this leaf's rows still need: the scan filter without
     # the conjuncts its partition values guarantee. None: every row matches.
     filter_sql: str | None = None
-
-
-def parse_any_filter(filter: FilterLike) -> Expr | None:
-    """The filter AST from SQL text, a pyarrow or DataFusion expression, or an AST."""
-    if filter is None:
-        return None
-    if isinstance(filter, Expr):
-        return filter
-    if isinstance(filter, str):
-        if not filter.strip():
-            return None
-        try:
-            return parse_filter(filter)
-        except FilterParseError as exc:
-            raise FilterError(str(exc)) from exc
-    mod = type(filter).__module__
-    try:
-        if mod.startswith("pyarrow"):
-            expr = from_pyarrow(filter)
-        elif mod.startswith("datafusion"):
-            expr = from_datafusion(filter)
-        else:
-            raise FilterError(
-                f"unsupported filter type {type(filter).__name__}: pass SQL text, a pyarrow "
-                "compute Expression or a DataFusion Expr"
-            )
-    except (ValueError, NotImplementedError) as exc:
-        raise FilterError(f"cannot translate filter {filter}: {exc}") from exc
-    return expr
 
 
 def _filter_batch(batch: pa.RecordBatch, sql: str | None) -> pa.RecordBatch:
@@ -295,14 +256,7 @@ class Scan:
         batch_size: int | None = None,
     ):
         self.snapshot = snapshot
-        expr = parse_any_filter(filter)
-        # Lance does not coerce text to dates, so leaves get the bound filter,
-        # rendered with typed literals, rather than the caller's text.
-        self.expr = None if expr is None else bind(expr, snapshot.schema)
-        if self.expr is not None:
-            # what Lance would refuse is refused here, before any read
-            check_filter(self.expr, snapshot.schema)
-        self.sql = None if self.expr is None else to_sql(self.expr)
+        self.expr, self.sql, self.manifest_sql = prepare_filter(snapshot, filter)
         if columns is not None:
             columns = list(columns)
             missing = [c for c in columns if not snapshot.schema.has_field(c)]
@@ -317,9 +271,6 @@ class Scan:
         self._leaf_filters: dict[str, str | None] = {}
         self._residual_plans: dict[int, ResidualPlan] = {}
         self._rendered: dict[tuple[int, ...], str | None] = {}
-        self.manifest_sql = partitions_matching(
-            partition_predicates(self.expr, snapshot.specs, snapshot.schema)
-        )
 
     @cached_property
     def output_schema(self) -> pa.Schema:
