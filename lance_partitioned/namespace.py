@@ -338,7 +338,9 @@ def clear_caches() -> None:
     schema and specs, the filters bound to them, and the leaf rows a filter
     selected (at most 64 MiB in all). A query repeated on an unchanged namespace
     then plans in well under a millisecond; any commit is a new version and is
-    read anew. Call this to free that memory, or to time a first query::
+    read anew. Call this to free that memory, or to time a first query.
+
+    Example::
 
         lp.clear_caches()
         ns = lp.open(root)
