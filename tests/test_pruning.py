@@ -334,3 +334,25 @@ def test_bind_gives_every_column_reference_its_field_id(tmp_path):
     assert [p.ref for p in bound] == [Ref(p.ref.name, ids[p.ref.name]) for p in parsed]
     # rendering reads the name only
     assert to_sql(bind(parse_filter("n IN (1, 2)"), ns.schema)) == "n IN (1, 2)"
+
+
+@pytest.mark.parametrize(
+    "op, literal", [("<", "24"), ("=", "7"), (">=", "-2"), ("<=", "99999999999999"), (">", "0")]
+)
+def test_an_integer_literal_prunes_a_decimal_partition_column(tmp_path, op, literal):
+    """``qty < 24`` on decimal(15, 2): Arrow will not cast int64 to a type narrower
+    than 19 digits, which left such predicates unbound, read by Lance in every leaf
+    and pruning nothing. Expected rows and partitions: DataFusion's SQL on the data."""
+    import decimal
+
+    qty = [decimal.Decimal(v) / 4 for v in range(-20, 160, 3)]
+    t = pa.table({"qty": pa.array(qty, pa.decimal128(15, 2)), "i": pa.array(range(len(qty)))})
+    root = str(tmp_path / "ns")
+    lp.create(root, t.schema, "qty").append(t)
+    ctx = SessionContext()
+    ctx.register_record_batches("t", [t.to_batches()])
+    want = ctx.sql(f"SELECT i, qty FROM t WHERE qty {op} {literal}").to_arrow_table()
+    scan = lp.open(root).scan(f"qty {op} {literal}")
+    assert sorted(scan.to_arrow()["i"].to_pylist()) == sorted(want["i"].to_pylist())
+    # one partition per distinct value: pruning keeps exactly the matching ones
+    assert len(scan.leaves) == len(set(want["qty"].to_pylist()))

@@ -181,6 +181,11 @@ def cast_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, An
         if value.time() != dt.time(0) or value.tzinfo is not None:
             return False, value
         value = value.date()
+    if pa.types.is_decimal(target) and isinstance(value, int) and not isinstance(value, bool):
+        # Arrow casts int64 to a decimal only when the type holds every int64 (19
+        # digits): ``l_quantity < 24`` on decimal(15, 2) would stay unbound, and not
+        # prune. As a decimal of its own digits the value is checked, not its type.
+        value = decimal.Decimal(value)
     try:
         scalar = pa.scalar(value)
         cast = scalar.cast(target, safe=True)
