@@ -75,6 +75,9 @@ def _warn_once(root: str, version: int, message: str) -> None:
 # repeated on an unchanged namespace plans without reading ``__manifest`` again.
 _version_cache = VersionCache(max_bytes=64 << 20)
 
+# ``__manifest`` rows up to which reads skip late materialisation (``_read_rows``).
+SMALL_MANIFEST_ROWS = 10_000
+
 # Parsed ``__manifest`` metadata by its text: every scan opens the latest version,
 # and re-parsing the same schema and spec JSON (and validating them) was a tenth
 # of a small query's planning. Keyed by the exact strings, so any change misses.
@@ -258,12 +261,19 @@ class Snapshot:
     def _read_rows(self, columns: list[str], filter: str | None) -> pa.Table:
         """``columns`` of the table rows matching ``filter``.
 
-        Not late-materialised: the columns are short, and fetching them row by
-        row after the filter cost 40% of a small query's ``__manifest`` read.
+        A small ``__manifest`` is read without late materialisation: its columns
+        are short, and fetching them row by row after the filter was 40% of a
+        small query's ``__manifest`` read (176 rows: 1.0 vs 1.4 ms). From about
+        10,000 rows on, Lance's default is as fast or faster (every row of
+        100,000: 23 vs 35 ms).
         """
+        ds = self.rows_dataset
+        small = ds.count_rows() <= SMALL_MANIFEST_ROWS  # from fragment metadata, no read
         try:
-            return self.rows_dataset.to_table(
-                columns=columns, filter=where(TABLE_ROWS, filter), late_materialization=False
+            return ds.to_table(
+                columns=columns,
+                filter=where(TABLE_ROWS, filter),
+                **({"late_materialization": False} if small else {}),
             )
         except Exception as exc:
             self.raise_if_cleaned_up(exc)
