@@ -89,7 +89,11 @@ def _wait(cond, timeout: float, what: str) -> None:
 
 def _alive_workers(ui_port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as r:
-        return int(json.load(r).get("aliveworkers", 0))
+        body = r.read()
+    try:
+        return int(json.loads(body).get("aliveworkers", 0))
+    except ValueError:  # a master still starting answers with an empty or partial page
+        return 0
 
 
 class Cluster:
