@@ -36,7 +36,8 @@ from lance_partitioned.operations.filter_check import clear_filter_checks
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.scan import FilterLike, Scan, ScanPlan
+from lance_partitioned.operations.scan import Scan, ScanPlan
+from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.write import WriteJob
 
 __all__ = [

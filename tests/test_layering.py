@@ -136,7 +136,7 @@ def test_input_type_aliases_are_real_unions():
     from lance_partitioned.format.expressions import Expr
     from lance_partitioned.namespace import SchemaLike, SpecLike
     from lance_partitioned.operations.input import DataLike
-    from lance_partitioned.operations.scan import FilterLike
+    from lance_partitioned.operations.scan_filter import FilterLike
 
     def members(alias) -> set:
         args = typing.get_args(alias)

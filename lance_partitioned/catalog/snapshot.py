@@ -202,15 +202,19 @@ class Snapshot:
         """Table rows (optionally filtered by a SQL predicate on manifest columns)."""
         return list(self.leaf_table(filter))
 
-    def leaf_table(self, filter: str | None = None, extra: Sequence[str] = ()) -> LeafTable:
+    def leaf_table(
+        self, filter: str | None = None, extra: Sequence[str] = (), keep: bool = False
+    ) -> LeafTable:
         """The table rows ``filter`` selects as columns (``catalog.leaf_table``): what
         ``leaves`` returns, without building a ``Leaf`` per row. ``extra``: more
         ``__manifest`` columns to keep in ``rows`` (e.g. ``metadata`` for row counts).
 
         Tables outside the spec version namespaces (other tools') are left out; a
         row under a spec version the metadata does not define raises SpecError.
+        ``keep``: a query's plan, which a repeat of it may reuse (kept per version
+        content, ``_version_key``); one-off lookups (a writer's) are not kept.
         """
-        key = self._version_key("leaf_table", filter, tuple(extra))
+        key = self._version_key("leaf_table", filter, tuple(extra)) if keep else None
         hit = _version_cache.get(key)
         if hit is not None:
             return hit
@@ -245,11 +249,15 @@ class Snapshot:
         same path, with the same version numbers, has another key."""
         if self.view is not None:
             return None
-        try:
-            manifest = self.dataset._ds.serialized_manifest()
-        except AttributeError:
-            return None
-        digest = hashlib.blake2b(manifest, digest_size=20).digest()
+        digest = self._cache.get("version_digest")
+        if digest is None:  # once per snapshot: its version never changes
+            try:
+                manifest = self.dataset._ds.serialized_manifest()
+            except AttributeError:
+                return None
+            digest = self._cache["version_digest"] = hashlib.blake2b(
+                manifest, digest_size=20
+            ).digest()
         return (self.manifest.uri, digest, *what)
 
     def _leaf_rows(self, filter: str | None, extra: Sequence[str] = ()) -> pa.Table:

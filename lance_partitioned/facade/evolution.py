@@ -18,7 +18,8 @@ from lance_partitioned.operations.placement import misplaced_leaves
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.realign import RealignReport
-from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.write import WriteJob
 
 

@@ -25,7 +25,8 @@ from lance_partitioned.operations import leases
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import DeleteRows
 from lance_partitioned.operations.leases import Lease, LeaseLostError
-from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
 from lance_partitioned.operations.transaction import (
     StagedSet,

@@ -29,11 +29,7 @@ from lance_partitioned.format.filters.visitor import conjuncts, referenced_colum
 from lance_partitioned.format.pruning import ResidualPlan
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
-from lance_partitioned.operations.scan_filter import (  # noqa: F401  (re-exported)
-    FilterLike,
-    parse_any_filter,
-    prepare_filter,
-)
+from lance_partitioned.operations.scan_filter import FilterLike, prepare_filter
 
 
 def _threads() -> int:
@@ -286,7 +282,7 @@ class Scan:
         """The leaves the filter may match, in manifest order: a ``Sequence[Leaf]``
         kept as Arrow columns (``catalog.leaf_table``); ``Leaf`` tuples are built
         only for the leaves a consumer reads."""
-        return self.snapshot.leaf_table(self.manifest_sql)
+        return self.snapshot.leaf_table(self.manifest_sql, keep=True)
 
     @cached_property
     def _residuals(self) -> tuple[np.ndarray, list[str | None]]:
@@ -496,7 +492,7 @@ class Scan:
         if self.expr is None:
             known, rest = self.snapshot.row_counts(self.manifest_sql)
             return known + self._count_opened(rest)
-        leaves = self.snapshot.leaf_table(self.manifest_sql, extra=("metadata",))
+        leaves = self.snapshot.leaf_table(self.manifest_sql, extra=("metadata",), keep=True)
         index, texts = self._residuals_of(leaves)
         whole = np.isin(index, [i for i, sql in enumerate(texts) if sql is None])
         counts = trusted_counts(leaves.rows)

@@ -25,7 +25,8 @@ import pyarrow as pa
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.search import bm25, memory, merge
 from lance_partitioned.search.definitions import (
     TOKENIZER_PARAMS,

@@ -37,7 +37,8 @@ from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
-from lance_partitioned.operations.scan import FilterLike, Scan
+from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
 from lance_partitioned.operations.transaction import (
     StagedSet,
