@@ -58,6 +58,8 @@ from bench_env import loadavg, machine_info  # noqa: E402
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402
 from lance_partitioned.format import hashing  # noqa: E402
+from lance_partitioned.operations import resident  # noqa: E402
+from lance_partitioned.operations.split import write_memory_pool  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "core.md"
@@ -150,16 +152,27 @@ def measure_interleaved(
     warmup: int = 0,
 ) -> dict[str, tuple[Timing, Any, float | None]]:
     """Like ``measure`` for several competitors, alternating them every repetition so
-    that background load hits all alike. Returns (timing, last result, peak RSS MiB)."""
+    that background load hits all alike. Returns (timing, last result, peak RSS MiB).
+
+    Each repetition starts one competitor later in the order, so that none always
+    runs right after the same other: on a VM that hands freed memory back to its
+    host (free page reporting), memory touched afresh costs far more than pages
+    another run freed a moment ago (here 0.5-0.9 s per GiB against ~0.1 s), so a
+    fixed order favours whoever follows the biggest allocator. Before each run
+    the memory the run before freed also goes back to the OS (``release_freed_memory``),
+    so peak RSS counts each run's own."""
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
     results: dict[str, Any] = {}
     peaks: dict[str, float | None] = {k: None for k in cases}
+    names = list(cases)
     for i in range(warmup + reps):
-        for name, (fn, setup) in cases.items():
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            fn, setup = cases[name]
             if setup is not None:
                 setup()
             gc.collect()
+            release_freed_memory()
             reset_peak_rss()
             c0 = _cpu()
             t0 = time.perf_counter()
@@ -173,6 +186,13 @@ def measure_interleaved(
                 times[name].append(elapsed)
                 cpus[name].append(used)
     return {k: (Timing(times[k], cpus[k]), results[k], peaks[k]) for k in cases}
+
+
+def release_freed_memory() -> None:
+    """Hand the process's freed memory back to the OS: Arrow's pools and glibc's heap."""
+    pa.default_memory_pool().release_unused()
+    write_memory_pool().release_unused()
+    resident.trim_heap()
 
 
 def reset_peak_rss() -> None:
