@@ -150,6 +150,7 @@ def measure_interleaved(
     cases: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None]],
     reps: int,
     warmup: int = 0,
+    release_memory: bool = False,
 ) -> dict[str, tuple[Timing, Any, float | None]]:
     """Like ``measure`` for several competitors, alternating them every repetition so
     that background load hits all alike. Returns (timing, last result, peak RSS MiB).
@@ -158,9 +159,12 @@ def measure_interleaved(
     runs right after the same other: on a VM that hands freed memory back to its
     host (free page reporting), memory touched afresh costs far more than pages
     another run freed a moment ago (here 0.5-0.9 s per GiB against ~0.1 s), so a
-    fixed order favours whoever follows the biggest allocator. Before each run
-    the memory the run before freed also goes back to the OS (``release_freed_memory``),
-    so peak RSS counts each run's own."""
+    fixed order favours whoever follows the biggest allocator. With
+    ``release_memory`` (the writes, which allocate GiBs) the memory the run
+    before freed also goes back to the OS before each run
+    (``release_freed_memory``), so each starts alike and peak RSS counts its
+    own. Not for the reads: there it would only add page faults to every query
+    (Q6 projected: the plain-Lance floor 35 ms instead of 28)."""
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
     results: dict[str, Any] = {}
@@ -172,7 +176,8 @@ def measure_interleaved(
             if setup is not None:
                 setup()
             gc.collect()
-            release_freed_memory()
+            if release_memory:
+                release_freed_memory()
             reset_peak_rss()
             c0 = _cpu()
             t0 = time.perf_counter()
@@ -508,7 +513,7 @@ def bench_write(
     finally:
         rmtree(work / "iceberg_probe")
 
-    res = measure_interleaved(cases, args.write_reps)
+    res = measure_interleaved(cases, args.write_reps, release_memory=True)
     plain_t, _, plain_peak = res["ceiling"]
     lp_t, result, lp_peak = res["ours"]
     ice_t = res["pyiceberg"][0] if "pyiceberg" in res else None
