@@ -314,3 +314,52 @@ def test_a_table_within_the_budget_is_copied_in_the_default_pool(tmp_path):
     # a table larger than the budget may be flushed early: the bounded pool too
     in_bounded, _ = copied(table, budget=4 * MIB)
     assert in_bounded >= table.nbytes, in_bounded
+
+
+def _rows_of_key(batch: pa.RecordBatch, names: list[str], key: tuple) -> pa.RecordBatch:
+    """pyarrow's own filter is the oracle: the rows whose columns equal ``key`` (NULL
+    matching NULL), in input order."""
+    mask = pa.array([True] * batch.num_rows)
+    for name, value in zip(names, key, strict=True):
+        col = batch.column(name)
+        if value is None:
+            mask = pc.and_(mask, pc.is_null(col))
+        else:
+            mask = pc.and_(mask, pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False))
+    return batch.filter(mask)
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        # small-span integers: coded by offset from the minimum
+        {"y": pa.array([1998, 1992, 1998, 1995, 1992] * 40, pa.int64())},
+        {"y": pa.array([3, 1, 2] * 50, pa.int32()), "m": pa.array([12, 1] * 75, pa.int8())},
+        # extremes of the integer types: the offset must not overflow
+        {"u": pa.array([2**64 - 1, 2**64 - 3, 2**64 - 1, 0] * 10, pa.uint64())},
+        {"i": pa.array([-(2**63), -(2**63) + 5, 2**63 - 1] * 10, pa.int64())},
+        # integers with NULLs, strings, and a wide span: dictionary codes
+        {"n": pa.array([1, None, 1, 2, None] * 20, pa.int64())},
+        {"s": pa.array(["b", None, "a", "b"] * 25), "w": pa.array([0, 10**12] * 50)},
+        # four keys whose code bound passes 2**62 (65,536 values each): re-densified
+        {
+            f"k{j}": pa.array([(i >> j) % 2 * 65535 for i in range(64)], pa.int64())
+            for j in range(4)
+        },
+    ],
+    ids=["year", "two-ints", "uint64-top", "int64-extremes", "nulls", "strings", "overflow"],
+)
+def test_partition_ranges_match_pyarrow_filters(columns):
+    from lance_partitioned.operations.split import partition_ranges
+
+    batch = pa.record_batch({**columns, "row": pa.array(range(len(next(iter(columns.values())))))})
+    names = list(columns)
+    ordered, ranges = partition_ranges(batch, [batch.column(n) for n in names])
+    assert sum(length for _, _, length in ranges) == batch.num_rows
+    # the distinct keys, from pyarrow's group_by (an independent oracle)
+    groups = pa.table(batch).group_by(names).aggregate([]).to_pylist()
+    assert sorted(map(repr, (tuple(g[n] for n in names) for g in groups))) == sorted(
+        repr(key) for key, _, _ in ranges
+    )
+    for key, start, length in ranges:
+        assert ordered.slice(start, length).equals(_rows_of_key(batch, names, key)), key
