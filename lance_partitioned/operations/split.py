@@ -50,11 +50,10 @@ def memory_pool_for(input_bytes: int | None, max_buffer_bytes: int) -> pa.Memory
     than the input itself. They go to Arrow's default pool, which keeps freed
     pages for the next allocation instead of handing them back to the OS at once
     (the bounded pool, ``write_memory_pool``) and faulting them in again: an
-    SF1 lineitem write repeated in one process took 3.4-3.6 s there against
-    3.8 s (1.0 GiB of copies, ~250,000 page faults on every write), and the
-    process kept about 0.45 GiB more for reuse afterwards. Streams and inputs
-    over the budget get the bounded pool, which is what keeps a streaming write
-    within its budget.
+    SF1 lineitem write repeated in one process took 3.2-3.3 s there against
+    3.4-3.5 s (1.0 GiB of copies, ~250,000 page faults on every write). Streams
+    and inputs over the budget get the bounded pool, which is what keeps a
+    streaming write within its budget.
 
     >>> memory_pool_for(None, 1 << 30) is write_memory_pool()
     True
