@@ -33,7 +33,7 @@ from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
 from lance_partitioned.operations.filter_check import clear_filter_checks
-from lance_partitioned.operations.input import DataLike, bytes_in_memory, iter_batches
+from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.scan import Scan, ScanPlan
@@ -192,7 +192,6 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
                 max_buffer_bytes=max_buffer_bytes,
                 max_rows_per_file=max_rows_per_file,
                 progress=rows.advance if rows.active else None,
-                input_bytes=bytes_in_memory(data),
             )
             self._snapshot = job.commit(written) or job.snapshot
         return WriteResult.of(self._snapshot.version, written)

@@ -282,40 +282,6 @@ def test_write_buffers_come_from_jemalloc_when_pyarrow_has_it():
     assert write_memory_pool().backend_name == "jemalloc"
 
 
-@pytest.mark.skipif(
-    write_memory_pool().backend_name == pa.default_memory_pool().backend_name,
-    reason="this pyarrow has no separate bounded pool (no jemalloc)",
-)
-def test_a_table_within_the_budget_is_copied_in_the_default_pool(tmp_path):
-    """The bounded pool hands every freed page back to the OS, which a write of rows
-    already in memory does not need (``split.memory_pool_for``); a stream, whose size
-    is unknown, still copies through the bounded pool."""
-    table = pa.Table.from_batches(list(batches(16, 6)))  # ~8 MiB
-    bounded, default = write_memory_pool(), pa.default_memory_pool()
-
-    def copied(data, budget: int = 64 * MIB) -> tuple[int, int]:
-        before = bounded.total_bytes_allocated(), default.total_bytes_allocated()
-        ns = lp.create(str(tmp_path / f"ns{len(list(tmp_path.iterdir()))}"), SCHEMA, "k")
-        ns.append(data, max_buffer_bytes=budget, progress=False)
-        # pyarrow is the oracle for what arrived
-        got = ns.scan().to_arrow()
-        assert got.num_rows == table.num_rows
-        assert pc.sum(got["k"]).as_py() == pc.sum(table["k"]).as_py()
-        return (
-            bounded.total_bytes_allocated() - before[0],
-            default.total_bytes_allocated() - before[1],
-        )
-
-    in_bounded, in_default = copied(table)
-    assert in_bounded < table.nbytes // 10, (in_bounded, in_default)
-    assert in_default >= table.nbytes, (in_bounded, in_default)
-    in_bounded, _ = copied(table.to_reader())
-    assert in_bounded >= table.nbytes, in_bounded
-    # a table larger than the budget may be flushed early: the bounded pool too
-    in_bounded, _ = copied(table, budget=4 * MIB)
-    assert in_bounded >= table.nbytes, in_bounded
-
-
 def _rows_of_key(batch: pa.RecordBatch, names: list[str], key: tuple) -> pa.RecordBatch:
     """pyarrow's own filter is the oracle: the rows whose columns equal ``key`` (NULL
     matching NULL), in input order."""

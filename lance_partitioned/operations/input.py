@@ -66,19 +66,6 @@ def iter_batches(data: DataLike, max_rows: int = 1 << 20) -> Iterator[pa.RecordB
         )
 
 
-def bytes_in_memory(data: DataLike) -> int | None:
-    """The bytes ``data`` already holds in memory when it is a Table or RecordBatch
-    (its buffers, counted whole even when it is a slice of larger ones), else None:
-    a stream's size is not known until it has been read.
-
-    >>> bytes_in_memory(pa.table({"x": [1, 2]})), bytes_in_memory(iter([]))
-    (16, None)
-    """
-    if isinstance(data, (pa.Table, pa.RecordBatch)):
-        return data.get_total_buffer_size()
-    return None
-
-
 def coalesce_batches(
     batches: Iterable[pa.RecordBatch],
     min_rows: int = 1 << 17,
@@ -124,9 +111,7 @@ def coalesce_batches(
         yield merged()
 
 
-def _cast_column(
-    name: str, col: pa.Array, target: pa.DataType, memory_pool: pa.MemoryPool
-) -> pa.Array:
+def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
     if col.type.equals(target):
         return col
     if pa.types.is_null(col.type):
@@ -138,7 +123,7 @@ def _cast_column(
     check_zones(name, col.type, target)
     try:
         # into the pool the writer buffers in: the converted batch is what gets buffered
-        out = pc.cast(col, target, safe=True, memory_pool=memory_pool)
+        out = pc.cast(col, target, safe=True, memory_pool=write_memory_pool())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SchemaError(f"column {name!r}: cannot cast {col.type} to {target}: {exc}") from exc
     check_lossless(name, col, out)
@@ -288,11 +273,9 @@ class InputConformer:
     SchemaError naming the column.
     """
 
-    def __init__(self, schema: Schema, memory_pool: pa.MemoryPool | None = None):
+    def __init__(self, schema: Schema):
         self.schema = schema
         self.target = schema.arrow
-        # casts go to the pool the writer buffers in: the converted batch is buffered
-        self.memory_pool = write_memory_pool() if memory_pool is None else memory_pool
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         names = batch.schema.names
@@ -307,7 +290,7 @@ class InputConformer:
         arrays = []
         for f in self.target:
             if f.name in names:
-                col = _cast_column(f.name, batch.column(f.name), f.type, self.memory_pool)
+                col = _cast_column(f.name, batch.column(f.name), f.type)
             elif f.nullable:
                 col = pa.nulls(batch.num_rows, type=f.type)
             else:

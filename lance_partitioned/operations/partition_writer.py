@@ -36,11 +36,7 @@ from lance_partitioned.operations import resident
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.split import (
-    memory_pool_for,
-    partition_ranges,
-    write_memory_pool,
-)
+from lance_partitioned.operations.split import partition_ranges, write_memory_pool
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id
 from lance_partitioned.operations.write_buffers import (
@@ -278,11 +274,6 @@ class PartitionWriter:
     job's ``__manifest`` commit, like any staged version. Used only when
     Lance's own field numbering gives the namespace's ids (else the two-step
     ``stage_new_leaf`` is needed).
-
-    ``input_bytes``: the size of the whole input, when known before the first
-    batch (an in-memory table). Within the budget, the writer's copies come
-    from Arrow's default pool rather than the bounded one
-    (``split.memory_pool_for``).
     """
 
     def __init__(
@@ -295,22 +286,19 @@ class PartitionWriter:
         progress: Callable[[int], None] | None = None,
         replacing: Collection[str] = (),
         create_leaves: bool = False,
-        input_bytes: int | None = None,
     ):
         problem = spec_problem(snapshot)
         if problem is not None:  # e.g. a source id not in the schema: every key would be NULL
             raise SpecError(f"refusing to write to {snapshot.manifest.root!r}: {problem}")
         self.snapshot = snapshot
         self.spec = snapshot.current_spec
-        # every copy the write makes (casts, the split, buffers, chunks for Lance)
-        self.memory_pool = memory_pool_for(input_bytes, max_buffer_bytes)
-        self.conform = InputConformer(snapshot.schema, self.memory_pool)
+        self.conform = InputConformer(snapshot.schema)
         self.resolver = PartitionResolver(snapshot, secret, replacing)
         self.max_buffer_bytes = max_buffer_bytes
         self.max_rows_per_file = max_rows_per_file
         self.progress = progress
         self.result = WrittenFiles(snapshot.version)
-        self.buffers = PartitionBuffers(self.memory_pool)
+        self.buffers = PartitionBuffers(write_memory_pool())
         self._chunk_bytes = max(1 << 20, min(8 << 20, max_buffer_bytes // 16))
         # Rows buffered may use the budget less the chunks a flush round hands Lance
         # (one per leaf being written): the written rows' batches are freed only at
@@ -339,7 +327,7 @@ class PartitionWriter:
         with ThreadPoolExecutor(threads) as pool:
             pending: list[tuple[int, Any]] = []
             for batch in coalesce_batches(
-                batches, max_bytes=self._chunk_bytes, memory_pool=self.memory_pool
+                batches, max_bytes=self._chunk_bytes, memory_pool=write_memory_pool()
             ):
                 pending.append((batch.num_rows, pool.submit(self._split, batch)))
                 if len(pending) >= threads:
@@ -352,7 +340,7 @@ class PartitionWriter:
         """``batch`` reordered by partition, its ranges and the bytes it holds (split threads)."""
         batch = self.conform(batch)
         keys = [f.values(batch, self.snapshot.schema) for f in self.spec.fields]
-        ordered, ranges = partition_ranges(batch, keys, self.memory_pool)
+        ordered, ranges = partition_ranges(batch, keys)
         # A reordered batch is our own compact allocation: its buffers' size is exact
         # and free to read (nbytes walks every string's offsets). A batch of one
         # partition is the input itself, maybe a slice of far larger buffers: the
@@ -468,7 +456,7 @@ class PartitionWriter:
                     WRITE_CHUNK_ROWS,
                     self._chunk_bytes,
                     PASS_THROUGH_ROWS,
-                    self.memory_pool,
+                    write_memory_pool(),
                 ):
                     yield conform(chunk)
             except BaseException as exc:  # Lance would re-raise it as an OSError

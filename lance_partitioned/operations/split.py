@@ -31,7 +31,6 @@ def write_memory_pool() -> pa.MemoryPool:
     in-memory SF1 write that never flushes early takes about 0.5 s more CPU.
     Setting the decay affects every jemalloc pool of the process, which only a
     process that chose jemalloc itself uses. Without jemalloc: the default pool.
-    A write that cannot flush early does not need it (``memory_pool_for``).
     """
     try:
         pool = pa.jemalloc_memory_pool()
@@ -39,30 +38,6 @@ def write_memory_pool() -> pa.MemoryPool:
     except (NotImplementedError, pa.ArrowNotImplementedError):
         return pa.default_memory_pool()
     return pool
-
-
-def memory_pool_for(input_bytes: int | None, max_buffer_bytes: int) -> pa.MemoryPool:
-    """The pool a write allocates its copies from, given the size of its whole input
-    when that is known up front (an in-memory table; None for a stream).
-
-    Input already in memory and within the budget is never flushed early for
-    memory: its copies live at most as long as the write, and are never more
-    than the input itself. They go to Arrow's default pool, which keeps freed
-    pages for the next allocation instead of handing them back to the OS at once
-    (the bounded pool, ``write_memory_pool``) and faulting them in again: an
-    SF1 lineitem write repeated in one process took 3.2-3.3 s there against
-    3.4-3.5 s (1.0 GiB of copies, ~250,000 page faults on every write). Streams
-    and inputs over the budget get the bounded pool, which is what keeps a
-    streaming write within its budget.
-
-    >>> memory_pool_for(None, 1 << 30) is write_memory_pool()
-    True
-    >>> memory_pool_for(1 << 20, 1 << 30) is pa.default_memory_pool()
-    True
-    """
-    if input_bytes is not None and input_bytes <= max_buffer_bytes:
-        return pa.default_memory_pool()
-    return write_memory_pool()
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
@@ -78,17 +53,14 @@ def _codes(arr: pa.Array) -> tuple[np.ndarray, pa.Array, int]:
 
 
 def partition_ranges(
-    batch: pa.RecordBatch,
-    key_arrays: Sequence[pa.Array],
-    memory_pool: pa.MemoryPool | None = None,
+    batch: pa.RecordBatch, key_arrays: Sequence[pa.Array]
 ) -> tuple[pa.RecordBatch, list[tuple[tuple[Any, ...], int, int]]]:
     """``batch`` reordered so each partition's rows are contiguous, and
     ``(partition key tuple, start, length)`` for each distinct key, in the new order.
 
     Rows keep their input order within a partition. A batch of one partition is
     returned as it is (no copy); otherwise the reordered batch is one new
-    allocation (one ``take``, from ``memory_pool``: default ``write_memory_pool()``),
-    and each partition's rows are a slice of it.
+    allocation (one ``take``), and each partition's rows are a slice of it.
 
     >>> b = pa.record_batch({"k": [2, 1, 2]})
     >>> ordered, ranges = partition_ranges(b, [b.column("k")])
@@ -119,8 +91,7 @@ def partition_ranges(
     # rather than a copy per partition: one copy fewer per row, and the copy
     # Lance needs is made beside its encoding thread when a partition is written.
     takeable = _without_views(batch)
-    pool = write_memory_pool() if memory_pool is None else memory_pool
-    ordered = pc.take(takeable, pa.array(order), memory_pool=pool)
+    ordered = pc.take(takeable, pa.array(order), memory_pool=write_memory_pool())
     if takeable is not batch:
         ordered = ordered.cast(batch.schema)
     ranges = [
