@@ -32,10 +32,7 @@ import contextlib  # noqa: E402
 import datetime as dt  # noqa: E402
 import decimal  # noqa: E402
 import gc  # noqa: E402
-import resource  # noqa: E402
 import shlex  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -54,12 +51,17 @@ import pyarrow.parquet as pq  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_env import loadavg, machine_info  # noqa: E402
+from bench_measure import (  # noqa: E402
+    du_mib,
+    measure,
+    measure_interleaved,
+    rmtree,
+    secs,
+)
 
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402
 from lance_partitioned.format import hashing  # noqa: E402
-from lance_partitioned.operations import resident  # noqa: E402
-from lance_partitioned.operations.split import write_memory_pool  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "core.md"
@@ -75,162 +77,6 @@ Q6_FILTER_ICEBERG = (
     "and l_discount >= 0.05 and l_discount <= 0.07 and l_quantity < 24"
 )
 Q6_COLUMNS = ("l_extendedprice", "l_discount")
-
-
-# -- measuring ------------------------------------------------------------------------
-
-
-@dataclass
-class Timing:
-    times: list[float]
-    cpu: list[float] = field(default_factory=list)  # process user+sys seconds, all threads
-
-    @property
-    def best(self) -> float:
-        return min(self.times)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
-
-    @property
-    def best_cpu(self) -> float | None:
-        return self.cpu[self.times.index(self.best)] if self.cpu else None
-
-    def fmt(self) -> str:
-        cpu = (
-            f"; cpu {_secs(self.best_cpu)}"
-            if self.best_cpu is not None and self.best >= 0.05
-            else ""
-        )
-        if len(self.times) == 1:
-            return f"{_secs(self.best)} (1 run{cpu})"
-        return f"{_secs(self.best)} (median {_secs(self.median)}, n={len(self.times)}{cpu})"
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _secs(s: float) -> str:
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s:.2f} s"
-
-
-def measure(
-    fn: Callable[[], Any],
-    reps: int,
-    setup: Callable[[], Any] | None = None,
-    warmup: int = 0,
-) -> tuple[Timing, Any]:
-    """Run ``setup`` (untimed) then ``fn`` (timed) ``warmup + reps`` times."""
-    times: list[float] = []
-    cpus: list[float] = []
-    result = None
-    for i in range(warmup + reps):
-        if setup is not None:
-            setup()
-        gc.collect()
-        c0 = _cpu()
-        t0 = time.perf_counter()
-        result = fn()
-        elapsed = time.perf_counter() - t0
-        used = _cpu() - c0
-        if i >= warmup:
-            times.append(elapsed)
-            cpus.append(used)
-    return Timing(times, cpus), result
-
-
-def measure_interleaved(
-    cases: dict[str, tuple[Callable[[], Any], Callable[[], Any] | None]],
-    reps: int,
-    warmup: int = 0,
-    release_memory: bool = False,
-) -> dict[str, tuple[Timing, Any, float | None]]:
-    """Like ``measure`` for several competitors, alternating them every repetition so
-    that background load hits all alike. Returns (timing, last result, peak RSS MiB).
-
-    Each repetition starts one competitor later in the order, so that none always
-    runs right after the same other: on a VM that hands freed memory back to its
-    host (free page reporting), memory touched afresh costs far more than pages
-    another run freed a moment ago (here 0.5-0.9 s per GiB against ~0.1 s), so a
-    fixed order favours whoever follows the biggest allocator. With
-    ``release_memory`` (the writes, which allocate GiBs) the memory the run
-    before freed also goes back to the OS before each run
-    (``release_freed_memory``), so each starts alike and peak RSS counts its
-    own. Not for the reads: there it would only add page faults to every query
-    (Q6 projected: the plain-Lance floor 35 ms instead of 28)."""
-    times: dict[str, list[float]] = {k: [] for k in cases}
-    cpus: dict[str, list[float]] = {k: [] for k in cases}
-    results: dict[str, Any] = {}
-    peaks: dict[str, float | None] = {k: None for k in cases}
-    names = list(cases)
-    for i in range(warmup + reps):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            fn, setup = cases[name]
-            if setup is not None:
-                setup()
-            gc.collect()
-            if release_memory:
-                release_freed_memory()
-            reset_peak_rss()
-            c0 = _cpu()
-            t0 = time.perf_counter()
-            results[name] = fn()
-            elapsed = time.perf_counter() - t0
-            used = _cpu() - c0
-            peak = rss_mib()
-            if peak is not None:
-                peaks[name] = max(peaks[name] or 0.0, peak)
-            if i >= warmup:
-                times[name].append(elapsed)
-                cpus[name].append(used)
-    return {k: (Timing(times[k], cpus[k]), results[k], peaks[k]) for k in cases}
-
-
-def release_freed_memory() -> None:
-    """Hand the process's freed memory back to the OS: Arrow's pools and glibc's heap."""
-    pa.default_memory_pool().release_unused()
-    write_memory_pool().release_unused()
-    resident.trim_heap()
-
-
-def reset_peak_rss() -> None:
-    """Reset the kernel's high-water mark of this process (Linux ``clear_refs``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def rss_mib(key: str = "VmHWM") -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def du_mib(path: str | Path) -> float:
-    total = 0
-    for dirpath, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.path.getsize(os.path.join(dirpath, name))
-    return total / 2**20
-
-
-def rmtree(path: str | Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
 
 
 # -- the report -----------------------------------------------------------------------
@@ -549,7 +395,7 @@ def bench_write(
             rate(ice_t),
             f"{plain_t.best / ice_t.best:.2f}× ceiling",
         )
-    hand_t, hand_parts, _ = res["handwritten"]
+    hand_t, hand_parts, hand_peak = res["handwritten"]
     rep.check(
         hand_parts == result.partitions,
         f"the hand-written write made {hand_parts} partitions, ours {result.partitions}",
@@ -599,7 +445,8 @@ def bench_write(
     rep.note(
         "2",
         f"peak RSS of the whole process during each timed run (MiB; the input table alone is "
-        f"{table.nbytes / 2**20:,.0f} MiB): ceiling {plain_peak:,.0f}, lance-partitioned {lp_peak:,.0f}"
+        f"{table.nbytes / 2**20:,.0f} MiB): ceiling {plain_peak:,.0f}, lance-partitioned {lp_peak:,.0f}, "
+        f"hand-written floor {hand_peak:,.0f} (no budget: it holds every partition's rows)"
         + (f", pyiceberg {ice_peak:,.0f}" if ice_t else ""),
     )
     rep.note(
@@ -840,7 +687,7 @@ def bench_plan(rep: Report, args: argparse.Namespace, work: Path) -> None:
     rep.row(
         label, "`lp.open(root).plan()` (fresh handle, all leaves)", cold_all.fmt(), goal="< 200 ms"
     )
-    rep.goal(f"plan < 200 ms at {n:,} partitions (worst case)", _secs(worst), worst < 0.2)
+    rep.goal(f"plan < 200 ms at {n:,} partitions (worst case)", secs(worst), worst < 0.2)
     if not args.keep:
         rmtree(root)
 

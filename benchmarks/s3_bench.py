@@ -46,16 +46,9 @@ import pyarrow as pa  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from core_bench import (  # noqa: E402
-    Q6_COLUMNS,
-    Q6_FILTER,
-    SPEC,
-    loadavg,
-    machine_info,
-    measure,
-    q6_mask,
-    q6_revenue,
-)
+from bench_env import loadavg, machine_info  # noqa: E402
+from bench_measure import measure  # noqa: E402
+from core_bench import Q6_COLUMNS, Q6_FILTER, SPEC, q6_mask, q6_revenue  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402

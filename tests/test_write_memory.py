@@ -295,28 +295,38 @@ def _rows_of_key(batch: pa.RecordBatch, names: list[str], key: tuple) -> pa.Reco
     return batch.filter(mask)
 
 
+PRIMES = (3, 7, 11, 13, 17, 19, 21)  # coprime with 1,000: each column takes 1,000 values
+
+
 @pytest.mark.parametrize(
     "columns",
     [
-        # small-span integers: coded by offset from the minimum
         {"y": pa.array([1998, 1992, 1998, 1995, 1992] * 40, pa.int64())},
         {"y": pa.array([3, 1, 2] * 50, pa.int32()), "m": pa.array([12, 1] * 75, pa.int8())},
-        # extremes of the integer types: the offset must not overflow
+        # the extremes of the integer types
         {"u": pa.array([2**64 - 1, 2**64 - 3, 2**64 - 1, 0] * 10, pa.uint64())},
         {"i": pa.array([-(2**63), -(2**63) + 5, 2**63 - 1] * 10, pa.int64())},
-        # integers with NULLs, strings, and a wide span: dictionary codes
+        # NULLs (a code of their own), strings, a wide span
         {"n": pa.array([1, None, 1, 2, None] * 20, pa.int64())},
         {"s": pa.array(["b", None, "a", "b"] * 25), "w": pa.array([0, 10**12] * 50)},
-        # four keys whose code bound passes 2**62 (65,536 values each): re-densified
-        {
-            f"k{j}": pa.array([(i >> j) % 2 * 65535 for i in range(64)], pa.int64())
-            for j in range(4)
-        },
+        # seven keys of 1,000 distinct values each over 1,000 rows: the codes' product
+        # (1,001 ** 7) passes 2**62, so the combined code is re-densified on the way
+        {f"k{m}": pa.array([i * m % 1000 for i in range(1000)], pa.int64()) for m in PRIMES},
     ],
     ids=["year", "two-ints", "uint64-top", "int64-extremes", "nulls", "strings", "overflow"],
 )
-def test_partition_ranges_match_pyarrow_filters(columns):
+def test_partition_ranges_match_pyarrow_filters(columns, monkeypatch):
+    from lance_partitioned.operations import split
     from lance_partitioned.operations.split import partition_ranges
+
+    densified = []
+    real_unique = split.np.unique
+
+    def unique(*args, **kwargs):
+        densified.append(1)
+        return real_unique(*args, **kwargs)
+
+    monkeypatch.setattr(split.np, "unique", unique)
 
     batch = pa.record_batch({**columns, "row": pa.array(range(len(next(iter(columns.values())))))})
     names = list(columns)
@@ -329,3 +339,5 @@ def test_partition_ranges_match_pyarrow_filters(columns):
     )
     for key, start, length in ranges:
         assert ordered.slice(start, length).equals(_rows_of_key(batch, names, key)), key
+    # the case meant to reach the re-densifying branch reaches it
+    assert bool(densified) == (len(names) == len(PRIMES))

@@ -264,7 +264,7 @@ class PartitionWriter:
     Memory stays bounded by ``max_buffer_bytes`` however many partitions the
     input touches and however long the input is (``_over_budget``; the rule is
     docs/TRANSACTIONS.md "Memory of a write"), and each flush round hands the
-    memory it freed back to the OS (``_release_freed_memory``).
+    memory it freed back to the OS (``release_freed_memory``).
 
     With ``create_leaves`` (only for the one writer of a job: writers that
     share new partition directories must not), a new partition whose rows are
@@ -377,7 +377,7 @@ class PartitionWriter:
             # the rows left share batches with the rows just written: copy them out
             # so that memory is freed (``PartitionBuffers.compact``)
             self.buffers.compact()
-            _release_freed_memory()
+            release_freed_memory()
 
     def _over_budget(self) -> bool:
         """Whether to flush now: the buffered rows exceed the budget (less the chunks a
@@ -547,11 +547,11 @@ class PartitionWriter:
     def finish(self) -> WrittenFiles:
         """Flush every buffer (partitions in parallel) and return what was written."""
         self._flush_many(self.buffers.keys(), last=True)
-        _release_freed_memory()
+        release_freed_memory()
         return self.result
 
 
-def _release_freed_memory() -> None:
+def release_freed_memory() -> None:
     """Hand the memory a flush freed back to the OS.
 
     Arrow's allocator (mimalloc or jemalloc) and glibc's heap (Lance's Rust
