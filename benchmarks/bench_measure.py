@@ -99,12 +99,13 @@ def measure_interleaved(
     that hands freed memory back to its host (free page reporting), memory
     touched afresh costs far more than pages another run freed a moment ago (here
     0.5-0.9 s per GiB against ~0.1 s), so a fixed order favours whoever follows
-    the biggest allocator. With
-    ``release_memory`` (the writes, which allocate GiBs) the memory the run
-    before freed also goes back to the OS before each run
-    (``release_freed_memory``), so each starts alike and peak RSS counts its
-    own. Not for the reads: there it would only add page faults to every query
-    (Q6 projected: the plain-Lance floor 35 ms instead of 28)."""
+    the biggest allocator.
+
+    ``release_memory`` (for the writes, which allocate GiBs): before each run,
+    hand the memory the run before freed back to the OS
+    (``partition_writer.release_freed_memory``), so each starts alike and peak
+    RSS counts its own. Not for the reads: there it would only add page faults
+    to every query (Q6 projected: the plain-Lance floor 35 ms instead of 28)."""
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
     results: dict[str, Any] = {}
