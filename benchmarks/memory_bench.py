@@ -9,7 +9,8 @@ process (this script with ``--child``) that opens the generated Parquet file
 as a ``pyarrow.RecordBatchReader`` and passes it to ``ns.append`` partitioned by
 ``year(l_shipdate), month(l_shipdate)``; the child reports its peak RSS
 (``VmHWM`` from ``/proc/self/status``, the kernel's high-water mark) and the
-peak of Arrow's allocators (the default pool and the writer's own, sampled every 2 ms).
+peak of Arrow's allocators (every pool a write uses, ``split.write_memory_pools``,
+sampled every 2 ms).
 The same reader read to the end without writing is the floor: the interpreter,
 the libraries and the reader itself.
 
@@ -81,16 +82,15 @@ def child(args: argparse.Namespace) -> int:
 
     import lance_partitioned as lp
     from demo import tpch
-    from lance_partitioned.operations.split import write_memory_pool
+    from lance_partitioned.operations.split import write_memory_pools
 
     peak = [0]
     rss: list[float] = []  # VmRSS every 50 ms
     done = threading.Event()
-    own = write_memory_pool()  # the writer's buffers: counted beside the default pool
-    separate = own.backend_name != pa.default_memory_pool().backend_name
+    pools = write_memory_pools()  # the default pool, the writer's buffers, its chunks
 
     def arrow_now() -> int:
-        return pa.total_allocated_bytes() + (own.bytes_allocated() if separate else 0)
+        return sum(pool.bytes_allocated() for pool in pools)
 
     def sample() -> None:
         i = 0
@@ -359,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     lines += [
         f"`ns.append(RecordBatchReader over {reader}, max_buffer_bytes=...)`, partitioned by "
         f"`{SPEC}`, each in a fresh process. Peak RSS is the process's `VmHWM`; peak Arrow is "
-        "the bytes allocated in Arrow's default pool and the writer's own, sampled every 2 ms; the floor is the same reader "
+        "the bytes allocated in every Arrow pool a write uses (default, buffers, chunks for "
+        "Lance), sampled every 2 ms; the floor is the same reader "
         "read to the end without writing (interpreter, libraries, reader).",
         "",
         "| input | rows | max_buffer_bytes | peak RSS | peak Arrow | floor (read only) "

@@ -1,8 +1,7 @@
 """A streaming write holds about ``max_buffer_bytes`` of Arrow memory, never a multiple of it.
 
-Measured without timing or sampling threads: the Arrow bytes allocated (the default
-pool and the writer's own, ``split.write_memory_pool``)
-is read each time Lance is handed data to write (the call to ``write_fragments``
+Measured without timing or sampling threads: the Arrow bytes allocated (in every
+pool a write uses, ``split.write_memory_pools``) is read each time Lance is handed data to write (the call to ``write_fragments``
 and every batch Lance pulls from what it was given). The input is a generator
 of fresh batches, so what is allocated beyond the starting point is what the
 write itself holds: its buffers, the batches in flight and any copy it makes.
@@ -18,7 +17,7 @@ import pytest
 
 import lance_partitioned as lp
 from lance_partitioned.operations import partition_writer
-from lance_partitioned.operations.split import write_memory_pool
+from lance_partitioned.operations.split import write_memory_pool, write_memory_pools
 
 MIB = 1 << 20
 SCHEMA = pa.schema([pa.field("k", pa.int64()), pa.field("payload", pa.string())])
@@ -36,11 +35,8 @@ def batches(n: int, partitions: int) -> Iterator[pa.RecordBatch]:
 
 
 def arrow_bytes() -> int:
-    """Arrow memory allocated now: the default pool and the pool the writer buffers in."""
-    own = write_memory_pool()
-    same = own.backend_name == pa.default_memory_pool().backend_name
-    extra = 0 if same else own.bytes_allocated()
-    return pa.total_allocated_bytes() + extra
+    """Arrow memory allocated now, in every pool a write allocates from."""
+    return sum(pool.bytes_allocated() for pool in write_memory_pools())
 
 
 @pytest.fixture
@@ -280,6 +276,24 @@ def test_write_buffers_come_from_jemalloc_when_pyarrow_has_it():
         assert write_memory_pool().backend_name == pa.default_memory_pool().backend_name
         return
     assert write_memory_pool().backend_name == "jemalloc"
+
+
+def test_chunks_for_lance_are_copied_through_the_chunk_pool(tmp_path, monkeypatch):
+    """A flush copies the chunks it hands Lance through ``chunk_memory_pool`` (glibc's
+    malloc keeps a freed chunk's pages for the next one), not the bounded pool, whose
+    decay 0 faults every chunk's pages in afresh; and those bytes are counted."""
+    seen: list[str] = []
+    real = partition_writer.chunks_for_lance
+
+    def spy(pieces, max_rows, max_bytes, pass_rows, memory_pool=None):
+        seen.append(memory_pool.backend_name)
+        yield from real(pieces, max_rows, max_bytes, pass_rows, memory_pool)
+
+    monkeypatch.setattr(partition_writer, "chunks_for_lance", spy)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(batches(4, 3), progress=False)
+    assert seen == ["system"] * 3
+    assert "system" in {pool.backend_name for pool in write_memory_pools()}
 
 
 def _rows_of_key(batch: pa.RecordBatch, names: list[str], key: tuple) -> pa.RecordBatch:

@@ -36,7 +36,12 @@ from lance_partitioned.operations import resident
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.split import partition_ranges, write_memory_pool
+from lance_partitioned.operations.split import (
+    chunk_memory_pool,
+    partition_ranges,
+    write_memory_pool,
+    write_memory_pools,
+)
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id
 from lance_partitioned.operations.write_buffers import (
@@ -456,7 +461,7 @@ class PartitionWriter:
                     WRITE_CHUNK_ROWS,
                     self._chunk_bytes,
                     PASS_THROUGH_ROWS,
-                    write_memory_pool(),
+                    chunk_memory_pool(),
                 ):
                     yield conform(chunk)
             except BaseException as exc:  # Lance would re-raise it as an OSError
@@ -559,8 +564,8 @@ def release_freed_memory() -> None:
     and with the next round's batches landing elsewhere the process's resident
     memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
     """
-    pa.default_memory_pool().release_unused()
-    write_memory_pool().release_unused()
+    for pool in write_memory_pools():
+        pool.release_unused()
     resident.trim_heap()
 
 
