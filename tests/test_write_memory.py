@@ -322,12 +322,32 @@ PRIMES = (3, 7, 11, 13, 17, 19, 21)  # coprime with 1,000: each column takes 1,0
         {"i": pa.array([-(2**63), -(2**63) + 5, 2**63 - 1] * 10, pa.int64())},
         # NULLs (a code of their own), strings, a wide span
         {"n": pa.array([1, None, 1, 2, None] * 20, pa.int64())},
+        # offsets that do not fit the type (int8 -128..127: 0..255), beside another key
+        {
+            "b": pa.array([*range(-128, 128), None, None], pa.int8()),
+            "c": pa.array([0, 1] * 129, pa.int16()),
+        },
+        # spans at the edge of offset coding (65,536 values) and just past it
+        {
+            "e": pa.array([0, 2**16 - 1, 7] * 10, pa.uint16()),
+            "f": pa.array([0, 2**16, 0] * 10, pa.int32()),
+        },
         {"s": pa.array(["b", None, "a", "b"] * 25), "w": pa.array([0, 10**12] * 50)},
         # seven keys of 1,000 distinct values each over 1,000 rows: the codes' product
         # (1,001 ** 7) passes 2**62, so the combined code is re-densified on the way
         {f"k{m}": pa.array([i * m % 1000 for i in range(1000)], pa.int64()) for m in PRIMES},
     ],
-    ids=["year", "two-ints", "uint64-top", "int64-extremes", "nulls", "strings", "overflow"],
+    ids=[
+        "year",
+        "two-ints",
+        "uint64-top",
+        "int64-extremes",
+        "nulls",
+        "int8-offsets",
+        "span-edge",
+        "strings",
+        "overflow",
+    ],
 )
 def test_partition_ranges_match_pyarrow_filters(columns, monkeypatch):
     from lance_partitioned.operations import split
