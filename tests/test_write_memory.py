@@ -296,6 +296,40 @@ def test_chunks_for_lance_are_copied_through_the_chunk_pool(tmp_path, monkeypatc
     assert "system" in {pool.backend_name for pool in write_memory_pools()}
 
 
+@pytest.mark.parametrize(
+    ("columns", "dictionary_coded"),
+    [
+        # year and month: both offset-coded
+        ({"y": pa.array([1998, 1992, None]), "m": pa.array([12, 1, 5])}, []),
+        # two values 40,000 apart: offsets would leave the radix sort, so a dictionary
+        ({"k": pa.array([0, 40_000, 0], pa.int32())}, ["k"]),
+        # spans of 200 and 201: the product passes 2**15, so the second is a dictionary
+        ({"g": pa.array(range(200)), "h": pa.array(range(201, 401)[:200])}, ["h"]),
+        # not integers: dictionaries
+        ({"s": pa.array(["a", "b", None]), "d": pa.array([1.5, 2.5, 1.5])}, ["s", "d"]),
+    ],
+    ids=["year-month", "sparse", "past-radix", "not-integers"],
+)
+def test_integer_keys_are_offset_coded_while_radix_sortable(columns, dictionary_coded, monkeypatch):
+    """Offset codes (cheap, not dense) only while the combined codes stay below
+    2**15; past that, dense dictionary codes keep the radix sort where they can."""
+    from lance_partitioned.operations import split
+
+    encoded: list[pa.Array] = []
+    real = split.pc.dictionary_encode
+
+    def spy(arr, *args, **kwargs):
+        encoded.append(arr)
+        return real(arr, *args, **kwargs)
+
+    monkeypatch.setattr(split.pc, "dictionary_encode", spy)
+    batch = pa.record_batch(columns)
+    split.partition_ranges(batch, [batch.column(n) for n in columns])
+    assert [n for n in columns if any(a.equals(batch.column(n)) for a in encoded)] == (
+        dictionary_coded
+    )
+
+
 def _rows_of_key(batch: pa.RecordBatch, names: list[str], key: tuple) -> pa.RecordBatch:
     """pyarrow's own filter is the oracle: the rows whose columns equal ``key`` (NULL
     matching NULL), in input order."""
@@ -322,15 +356,30 @@ PRIMES = (3, 7, 11, 13, 17, 19, 21)  # coprime with 1,000: each column takes 1,0
         {"i": pa.array([-(2**63), -(2**63) + 5, 2**63 - 1] * 10, pa.int64())},
         # NULLs (a code of their own), strings, a wide span
         {"n": pa.array([1, None, 1, 2, None] * 20, pa.int64())},
-        # offsets that do not fit the type (int8 -128..127: 0..255), beside another key
+        # offsets past the type (int8 -100..100: 0..200) as the second key, where a
+        # wrapped offset would collide with another first-key value's codes
+        {
+            "c": pa.array([0, 1] * 201, pa.int16()),
+            "b": pa.array([*range(-100, 101), *range(100, -101, -1)], pa.int8()),
+        },
         {
             "b": pa.array([*range(-128, 128), None, None], pa.int8()),
             "c": pa.array([0, 1] * 129, pa.int16()),
         },
-        # spans at the edge of offset coding (65,536 values) and just past it
+        # offset-coded keys at the 64-bit extremes, with NULLs
         {
-            "e": pa.array([0, 2**16 - 1, 7] * 10, pa.uint16()),
-            "f": pa.array([0, 2**16, 0] * 10, pa.int32()),
+            "u": pa.array([2**64 - 1, 2**64 - 3, None] * 10, pa.uint64()),
+            "i": pa.array([-(2**63), -(2**63) + 5, None, -(2**63) + 5, None] * 6, pa.int64()),
+        },
+        # a sparse key (dictionary-coded) after an offset-coded one, and two keys
+        # whose spans multiply past the radix-sort limit (the second one dictionary)
+        {
+            "y": pa.array([3, 1, None] * 10, pa.uint16()),
+            "f": pa.array([0, 40_000, 0, None, 7] * 6, pa.int32()),
+        },
+        {
+            "g": pa.array([i % 200 for i in range(400)], pa.int32()),
+            "h": pa.array([(i * 7) % 201 for i in range(400)], pa.int64()),
         },
         {"s": pa.array(["b", None, "a", "b"] * 25), "w": pa.array([0, 10**12] * 50)},
         # seven keys of 1,000 distinct values each over 1,000 rows: the codes' product
@@ -344,7 +393,10 @@ PRIMES = (3, 7, 11, 13, 17, 19, 21)  # coprime with 1,000: each column takes 1,0
         "int64-extremes",
         "nulls",
         "int8-offsets",
-        "span-edge",
+        "int8-full-range",
+        "64-bit-offsets",
+        "sparse-key",
+        "past-radix",
         "strings",
         "overflow",
     ],

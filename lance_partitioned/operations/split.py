@@ -1,7 +1,8 @@
 """Splitting a record batch by partition key, vectorised.
 
 Each partition column is coded (a small integer range by its offset from the
-minimum, anything else by dictionary encoding); the codes are combined into one
+minimum while the combined codes stay radix-sortable, anything else by
+dictionary encoding); the codes are combined into one
 int64 per row, and one stable argsort groups the rows. The batch is reordered
 with one ``take``, after which each partition's rows are one contiguous range.
 """
@@ -69,26 +70,29 @@ def write_memory_pools() -> list[pa.MemoryPool]:
     return list(pools.values())
 
 
-# An integer key spanning fewer values than this is coded by subtracting its minimum
-# (year, month, day, hour, bucket, small ids): 5x cheaper than hashing it into a
-# dictionary (TPC-H SF1, year and month: 0.011 vs 0.06 CPU-s).
-OFFSET_CODE_SPAN = 1 << 16
+# Combined codes below this are sorted as 16-bit keys, which numpy radix-sorts:
+# about 5x faster than a stable int64 sort.
+RADIX_SORT_LIMIT = 1 << 15
 
 
-def _codes(arr: pa.Array) -> tuple[np.ndarray, int]:
+def _codes(arr: pa.Array, offset_count_limit: int = 0) -> tuple[np.ndarray, int]:
     """Per-row codes in ``range(count)`` (NULL gets its own code) and the code count.
 
-    Equal values get equal codes and distinct values distinct ones; the codes
-    need not be dense.
+    Equal values get equal codes and distinct values distinct ones. An integer
+    key whose count by offset (max - min + 1 values, plus NULL) is at most
+    ``offset_count_limit`` is coded by its offset from the minimum: 5x cheaper
+    than hashing it into a dictionary (TPC-H SF1, year and month: 0.011 vs 0.06
+    CPU-s), though not dense. Anything else is dictionary-encoded (dense codes).
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if pa.types.is_integer(arr.type):
+    if pa.types.is_integer(arr.type) and offset_count_limit > 1:
         bounds = pc.min_max(arr)
         lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        if lo is not None and hi - lo < OFFSET_CODE_SPAN:
-            span = hi - lo + 1  # in Python ints: no overflow at int64/uint64 extremes
-            if arr.type.bit_width < 64:  # int8 -128..127 has offsets up to 255
+        # in Python ints: no overflow at the int64/uint64 extremes
+        if lo is not None and hi - lo + 2 <= offset_count_limit:
+            span = hi - lo + 1
+            if arr.type.bit_width < 64:  # int8 -100..100 has offsets up to 200
                 arr = arr.cast(pa.int64())
             offsets = pc.subtract(arr, pa.scalar(lo, arr.type))  # in [0, span): no wrap
             if offsets.null_count:
@@ -110,10 +114,13 @@ def partition_ranges(
     returned as it is (no copy); otherwise the reordered batch is one new
     allocation (one ``take``), and each partition's rows are a slice of it.
 
+    Partitions come in the order of their codes (``_codes``), not of first
+    appearance.
+
     >>> b = pa.record_batch({"k": [2, 1, 2]})
     >>> ordered, ranges = partition_ranges(b, [b.column("k")])
     >>> ordered.column("k").to_pylist(), ranges
-    ([2, 2, 1], [((2,), 0, 2), ((1,), 2, 1)])
+    ([1, 2, 2], [((1,), 0, 1), ((2,), 1, 2)])
     """
     n = batch.num_rows
     if n == 0:
@@ -122,14 +129,16 @@ def partition_ranges(
         return batch, [((), 0, n)]
     combined = np.zeros(n, dtype=np.int64)
     for arr in key_arrays:
-        codes, card = _codes(arr)
-        if int(combined.max()) * card >= 2**62:  # re-densify so the product cannot overflow
+        # offset codes only while the combined codes stay radix-sortable: sparse
+        # codes past that would cost a stable int64 sort where dense ones need not
+        bound = int(combined.max()) + 1  # the combined codes so far are below it
+        codes, card = _codes(arr, RADIX_SORT_LIMIT // bound)
+        if bound * card >= 2**62:  # re-densify so the product cannot overflow
             combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
         combined = combined * card + codes
     if combined.min() == combined.max():
         return batch, [(_key_at(key_arrays, 0), 0, n)]
-    if int(combined.max()) < 2**15:
-        # numpy radix-sorts 16-bit keys: about 5x faster than a stable int64 sort
+    if int(combined.max()) < RADIX_SORT_LIMIT:
         combined = combined.astype(np.int16)
     order = np.argsort(combined, kind="stable")
     bounds = np.flatnonzero(np.diff(combined[order])) + 1
