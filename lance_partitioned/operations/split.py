@@ -50,7 +50,8 @@ def chunk_memory_pool() -> pa.MemoryPool:
     back at once, so every chunk faults its pages in afresh (about 0.45 s per
     GiB on a VM that returns freed pages to its host); glibc's malloc keeps
     them for the next chunk (its mmap threshold rises to a chunk's size once
-    one is freed) until ``release_freed_memory`` trims the heap after the round.
+    one is freed, up to 32 MiB; chunks are at most 8 MiB) until
+    ``release_freed_memory`` trims the heap after the round.
     TPC-H SF1 by month, interleaved with ``lance.write_dataset`` 8 times: median
     2.98 vs 3.15 s, 4.3 vs 4.9 CPU-s (``benchmarks/core_bench.py`` section 2).
     """
