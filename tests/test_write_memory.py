@@ -1,8 +1,9 @@
 """A streaming write holds about ``max_buffer_bytes`` of Arrow memory, never a multiple of it.
 
 Measured without timing or sampling threads: the Arrow bytes allocated (in every
-pool a write uses, ``split.write_memory_pools``) is read each time Lance is handed data to write (the call to ``write_fragments``
-and every batch Lance pulls from what it was given). The input is a generator
+pool a write uses, ``split.write_memory_pools``) are read each time Lance is
+handed data to write (the call to ``write_fragments`` and every batch Lance
+pulls from what it was given). The input is a generator
 of fresh batches, so what is allocated beyond the starting point is what the
 write itself holds: its buffers, the batches in flight and any copy it makes.
 """

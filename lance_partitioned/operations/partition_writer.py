@@ -40,7 +40,6 @@ from lance_partitioned.operations.split import (
     chunk_memory_pool,
     partition_ranges,
     write_memory_pool,
-    write_memory_pools,
 )
 from lance_partitioned.operations.staging import create_leaf
 from lance_partitioned.operations.transaction import new_txn_id
@@ -564,8 +563,10 @@ def release_freed_memory() -> None:
     and with the next round's batches landing elsewhere the process's resident
     memory ratchets up flush after flush (``benchmarks/memory_bench.py``).
     """
-    for pool in write_memory_pools():
-        pool.release_unused()
+    pa.default_memory_pool().release_unused()
+    write_memory_pool().release_unused()
+    # also returns what the chunk pool (glibc's malloc, ``chunk_memory_pool``) freed:
+    # its own ``release_unused`` would be the same ``malloc_trim`` a second time
     resident.trim_heap()
 
 
