@@ -32,8 +32,17 @@ import pyarrow.compute as pc
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format import hashing, zones
 from lance_partitioned.format.calendar import calendar_bound, is_unit_start
-from lance_partitioned.format.expressions import Compare, In, IsNull, Like, Literal, Ref
-from lance_partitioned.format.filters.render import escape_like
+from lance_partitioned.format.expressions import (
+    Compare,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Opaque,
+    Or,
+    Ref,
+)
+from lance_partitioned.format.filters.render import escape_like, quote_identifier
 from lance_partitioned.format.transform_base import COMPARISONS, Transform, unchanged
 from lance_partitioned.format.types import (
     TypeFamily,
@@ -384,7 +393,20 @@ class Truncate(Transform):
         return f"truncate[{self.width}]"
 
     def project(self, pred, column, source_type, result_type):
-        """Adds ``LIKE 'prefix%'`` on strings: the truncated prefix, or a shorter pattern."""
+        """Adds ``LIKE 'prefix%'`` on strings: the truncated prefix, or a shorter pattern.
+
+        On floats, ``v - v % W`` of an infinity is NaN, which sorts by its sign (and
+        Lance's total order) rather than by the infinity: a range keeps the NaN
+        partitions too, and a range bounded by an infinity prunes nothing.
+        """
+        if pa.types.is_floating(source_type) and isinstance(pred, Compare) and pred.op != "=":
+            bound = pred.literal.value
+            if pred.op not in (">", ">=", "<", "<=") or bound is None or not np.isfinite(bound):
+                return None
+            projected = super().project(pred, column, source_type, result_type)
+            if projected is None:
+                return None
+            return Or(projected, Opaque(f"isnan({quote_identifier(column)})", (column,)))
         if not isinstance(pred, Like) or pred.negated:
             return super().project(pred, column, source_type, result_type)
         prefix = _like_prefix(pred.pattern)
@@ -449,7 +471,8 @@ def _truncate_numeric(arr: pa.Array, w: int) -> pa.Array:
     mask = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
     vals = arr.fill_null(0).to_numpy(zero_copy_only=False) if arr.null_count else arr.to_numpy()
     if pa.types.is_floating(t):
-        out = vals - np.fmod(vals, w)
+        with np.errstate(invalid="ignore"):  # an infinity gives NaN, as in SQL
+            out = vals - np.fmod(vals, w)
     else:
         # In the source's own dtype a width wider than it wraps (int8 and 1000 gives
         # -24); DataFusion evaluates the expression in int64, so do the same. The

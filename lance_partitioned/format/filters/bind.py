@@ -30,13 +30,16 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError
 from lance_partitioned.format import zones
 from lance_partitioned.format.expressions import (
+    And,
     Compare,
     Expr,
     In,
@@ -44,6 +47,7 @@ from lance_partitioned.format.expressions import (
     Like,
     Literal,
     Opaque,
+    Or,
     Ref,
 )
 from lance_partitioned.format.filters.literal_text import parse_date, parse_time, parse_timestamp
@@ -181,6 +185,8 @@ def cast_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, An
         if value.time() != dt.time(0) or value.tzinfo is not None:
             return False, value
         value = value.date()
+    if pa.types.is_floating(target) and _literal_kind(value) == "number":
+        return _float_literal(value, target)
     if pa.types.is_decimal(target) and isinstance(value, int) and not isinstance(value, bool):
         # Arrow casts int64 to a decimal only when the type holds every int64 (19
         # digits): ``l_quantity < 24`` on decimal(15, 2) would stay unbound, and not
@@ -200,6 +206,72 @@ def cast_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, An
         # ``fold``, which is wrong around the hour a zone's clocks are set back
         out = out.astimezone(dt.timezone.utc)
     return True, out
+
+
+def _nearest_float(value: int | float, dtype: np.dtype) -> Any:
+    """The ``dtype`` value nearest ``value`` (an infinity beyond its range). Through
+    float64 first: a double rounding still lands on one of ``value``'s two
+    neighbours in ``dtype``, which is all the callers need."""
+    try:
+        wide = float(value)
+    except OverflowError:  # an integer beyond float64
+        wide = math.inf if value > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        return dtype.type(wide)
+
+
+def _float_literal(value: int | float | decimal.Decimal, target: pa.DataType) -> tuple[bool, Any]:
+    """``cast_literal`` for a number against a float column: exact, by value.
+
+    A decimal literal (``0.1`` in SQL text) is first read as the nearest float64,
+    as Spark and PostgreSQL read it against a double column; an integer or a float
+    keeps its exact value. ``(True, v)`` when the column's type holds that value
+    exactly, else ``(False, value)`` (``_float_neighbours`` then brackets it).
+    Round-tripping through Arrow would not do: float64 0.1 cast to float32 and
+    back to a decimal(1, 1) reads 0.1 again, though no float32 equals it.
+    """
+    if isinstance(value, decimal.Decimal):
+        value = float(value)  # correctly rounded; +-inf beyond float64's range
+    if isinstance(value, float) and not math.isfinite(value):
+        # every float type holds the infinities; Lance compares NaN itself
+        return not math.isnan(value), value
+    near = _nearest_float(value, np.dtype(target.to_pandas_dtype()))
+    if np.isinf(near) or Fraction(float(near)) != Fraction(value):
+        return False, value
+    return True, float(near)
+
+
+def _float_neighbours(value: Any, target: pa.DataType) -> tuple[float, float] | None:
+    """The adjacent values of float column type ``target`` on either side of a
+    finite number ``value`` that no value of the type equals; None otherwise."""
+    if not pa.types.is_floating(target) or _literal_kind(value) != "number":
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    dtype = np.dtype(target.to_pandas_dtype())
+    near = _nearest_float(value, dtype)
+    if np.isinf(near):  # beyond the type's largest finite value
+        big = float(np.finfo(dtype).max)
+        return (big, math.inf) if near > 0 else (-math.inf, -big)
+    if Fraction(float(near)) == Fraction(value):
+        return None
+    if Fraction(float(near)) < Fraction(value):
+        return float(near), float(np.nextafter(near, dtype.type(math.inf)))
+    return float(np.nextafter(near, dtype.type(-math.inf))), float(near)
+
+
+def _between_floats(op: str, ref: Ref, lo: float, hi: float) -> Expr:
+    """``ref <op> x`` for an ``x`` strictly between the adjacent column values
+    ``lo`` and ``hi``, spelled with those exact values only: every engine, and
+    Lance's cast of a literal to the column's type, gives each row the same answer
+    (NULL for NULL, as the comparison would)."""
+    if op in ("<", "<="):
+        return Compare("<=", ref, Literal(lo))
+    if op in (">", ">="):
+        return Compare(">=", ref, Literal(hi))
+    if op == "=":
+        return And(Compare(">", ref, Literal(lo)), Compare("<", ref, Literal(hi)))
+    return Or(Compare("<=", ref, Literal(lo)), Compare(">=", ref, Literal(hi)))
 
 
 # -- binding a filter ---------------------------------------------------------
@@ -263,12 +335,21 @@ class _Binder(Rewriter):
         ok, v = cast_literal(node.literal.value, t, name)
         if ok:
             return Compare(node.op, self._bound(node.ref), Literal(v))
+        neighbours = _float_neighbours(v, t)
+        if neighbours is not None:  # no value of the float column equals v
+            return _between_floats(node.op, self._bound(node.ref), *neighbours)
         return Opaque(to_sql(Compare(node.op, node.ref, _exact_for(Literal(v), t))), (name,))
 
     def visit_in(self, node: In) -> Expr:
         name = node.ref.name
         t = self.schema.field(name).type
         vals = [cast_literal(lit.value, t, name) for lit in node.values]
+        # a number no value of a float column equals matches no row: left out
+        never = [v for ok, v in vals if not ok and _float_neighbours(v, t) is not None]
+        vals = [(ok, v) for ok, v in vals if ok or _float_neighbours(v, t) is None]
+        if not vals:
+            op = "!=" if node.negated else "="
+            return _between_floats(op, self._bound(node.ref), *_float_neighbours(never[0], t))
         if all(ok for ok, _ in vals):
             return In(self._bound(node.ref), tuple(Literal(v) for _, v in vals), node.negated)
         exact = In(
