@@ -170,4 +170,3 @@ def test_delete_with_an_unequal_literal_removes_nothing(tmp_path: Path):
     assert sorted(lp.open(ns.root).to_arrow()["id"].to_pylist()) == expected(
         table, "f4", lambda v: not v > 1e30
     ) + [i for i, v in enumerate(table["f4"].to_pylist()) if v is None]
-
