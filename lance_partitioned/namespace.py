@@ -28,6 +28,7 @@ from lance_partitioned.facade.base import (
 from lance_partitioned.facade.evolution import EvolutionMethods
 from lance_partitioned.facade.maintenance import MaintenanceMethods
 from lance_partitioned.facade.search import SearchMethods
+from lance_partitioned.format.schema import check_column_names
 from lance_partitioned.format.spec import PartitionField, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations import evolution
@@ -88,6 +89,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         """
         root = str(root)
         ns_schema = to_schema(schema)
+        check_column_names(ns_schema.arrow)
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
         warn_cyclic_fields(ns_spec, ns_schema)
         manifest = Manifest(root, storage_options)

@@ -14,7 +14,7 @@ that Lance does not use).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -136,6 +136,28 @@ def _walk(fields: list[pa.Field], prefix: str = "") -> Iterator[tuple[str, pa.Fi
         path = f"{prefix}{f.name}"
         yield path, f
         yield from _walk(_children(f.type), prefix=f"{path}.")
+
+
+def check_column_names(fields: Sequence[pa.Field], top_level: bool = True) -> None:
+    """Refuse names Lance cannot store or read back, before anything is written.
+
+    Lance refuses a top-level name with a ``.`` (it reads the dot as a struct
+    path) and cannot project a column whose name holds a backtick (its SQL
+    quote): such a column could be written by a rename and then never read.
+    Raises SchemaError naming the column.
+    """
+    for path, f in _walk(list(fields)):
+        if "`" in f.name:
+            raise SchemaError(
+                f"column name {path!r} contains a backtick (`), which Lance cannot read back"
+            )
+        if top_level and "." in f.name and path == f.name:
+            raise SchemaError(
+                f"top-level column name {path!r} contains a '.', which Lance reads as a "
+                "struct path; use a struct column or another name"
+            )
+        if not f.name:
+            raise SchemaError(f"a column name cannot be empty (in {path!r})")
 
 
 class Schema:
@@ -279,6 +301,7 @@ class Schema:
             raise SchemaError(
                 f"cannot add the non-nullable column {field.name!r}: existing rows have no value for it"
             )
+        check_column_names([field])
         counter = [self.last_field_id + 1]
         plain = pa.field(field.name, _strip_ids(field.type), True, field.metadata)
         return Schema(self._arrow.append(_assign_ids(plain, counter)), self._last_field_id)
@@ -288,8 +311,7 @@ class Schema:
         i = self._arrow.get_field_index(self.field(old).name)
         if self.has_field(new):
             raise SchemaError(f"cannot rename {old!r} to {new!r}: a column named {new!r} exists")
-        if not new:
-            raise SchemaError("a column name cannot be empty")
+        check_column_names([pa.field(new, pa.null())])
         return Schema(self._arrow.set(i, self._arrow.field(i).with_name(new)), self._last_field_id)
 
     def drop_column(self, name: str) -> Schema:
