@@ -88,16 +88,14 @@ class MaintenanceMethods(NamespaceHandle):
         """``__manifest`` versions, oldest first: ``{"version", "timestamp"}`` each.
 
         Every commit (write, delete, evolution, compaction) adds one; each is a
-        consistent snapshot that ``lp.open(root, version=N)`` reads.
+        consistent snapshot that ``lp.open(root, version=N)`` reads (the empty
+        ``__manifest`` that ``create`` commits before its metadata is not listed).
 
         Example::
 
             [v["version"] for v in ns.versions()]
         """
-        return [
-            {"version": v["version"], "timestamp": v["timestamp"]}
-            for v in self._manifest.dataset().versions()
-        ]
+        return history.versions(self._manifest)
 
     def tag(self, name: str, version: int | None = None) -> int:
         """Name a ``__manifest`` version ``name`` (``version``, default this handle's) so it
