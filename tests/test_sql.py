@@ -994,6 +994,9 @@ def test_from_pyarrow_unsupported():
         from_pyarrow(FIELD(("a", "b")) == 1)
     with pytest.raises(ValueError, match="non-Kleene"):
         from_pyarrow(~pc.and_(FIELD("a"), FIELD("b")))
+    # or(NULL, TRUE) is NULL in pyarrow and TRUE in SQL: refused even unnegated
+    with pytest.raises(ValueError, match="non-Kleene 'or"):
+        from_pyarrow(pc.or_(FIELD("a") == 1, FIELD("b") > 0))
     with pytest.raises(ValueError, match="nanosecond"):
         from_pyarrow(FIELD("t") == pa.scalar(1, pa.timestamp("ns")))
     with pytest.raises(TypeError):

@@ -215,6 +215,13 @@ def _predicate(n: _DecodedPyarrowNode, positive: bool) -> Term:
         return terms.compare(_PA_COMPARE[name], _value(args[0]), _value(args[1]))
     if name in _PA_LOGICAL:
         op, kleene = _PA_LOGICAL[name]
+        if not kleene and op == "OR":
+            # or(NULL, TRUE) is NULL, which drops a row SQL's OR keeps: no filtering
+            # context makes them agree
+            raise ValueError(
+                f"pyarrow's non-Kleene {name!r} (NULL when either side is NULL) has no SQL "
+                "equivalent; use | (or_kleene)"
+            )
         if not kleene and not positive:
             # and(NULL, FALSE) is NULL where SQL says FALSE: only equivalent
             # while NULL and FALSE both mean "filtered out"
