@@ -229,6 +229,20 @@ def test_string_form_errors(schema, text, message):
         parse_spec(text, schema)
 
 
+def test_string_form_quotes_names_as_filters_do():
+    """Spec text lexes identifiers as filters do: a quote inside a quoted name is
+    doubled (``"q""t"`` used to fail to parse), and bare names may be non-ASCII."""
+    schema = Schema.from_arrow(
+        pa.schema([('q"t', pa.int64()), ("a`b c", pa.int64()), ("año", pa.string())])
+    )
+    spec = parse_spec('"q""t", bucket(4, `a``b c`), truncate(2, año)', schema)
+    assert [f.source_ids for f in spec.fields] == [(0,), (1,), (2,)]
+    with pytest.raises(SpecError, match="position 7"):
+        parse_spec("bucket(1.5, año)", schema)
+    with pytest.raises(SpecError, match="unterminated quoted identifier"):
+        parse_spec('"q""t', schema)
+
+
 def test_malformed_json_spec(schema):
     with pytest.raises(SpecError, match="not valid JSON"):
         PartitionSpec.from_json('{"id": 1, "fields": [')

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lance_partitioned.errors import SpecError
 from lance_partitioned.format.expression_eval import ExpressionTransform
+from lance_partitioned.format.filters.tokens import FilterParseError, tokenize
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.transforms import (
     Transform,
@@ -303,29 +304,38 @@ def check_field_ids(specs: Iterable[PartitionSpec]) -> None:
 
 # -- Iceberg-style string form --------------------------------------------------
 
-_TOKEN_RE = re.compile(
-    r"\s*(?:(?P<num>-?\d+)|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)|`(?P<bt>[^`]+)`|\"(?P<dq>[^\"]+)\"|(?P<punct>[(),]))"
-)
-
 
 def _tokenize(text: str) -> list[tuple[str, Any]]:
-    pos, out = 0, []
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN_RE.match(text, pos)
-        if not m or m.end() == pos:
-            raise SpecError(
-                f"cannot parse partition spec {text!r} at position {pos}: {text[pos:]!r}"
-            )
-        pos = m.end()
-        if m.group("num") is not None:
-            out.append(("num", int(m.group("num"))))
-        elif m.group("ident") is not None:
-            out.append(("ident", m.group("ident")))
-        elif m.group("bt") is not None or m.group("dq") is not None:
-            out.append(("quoted", m.group("bt") or m.group("dq")))
+    """Spec text as ``(kind, value)`` tokens: ``num`` (int), ``ident``, ``quoted`` and
+    ``punct`` (``(``, ``)``, ``,``). Identifiers are lexed as in filters
+    (``filters.tokens``): bare, or double- or backtick-quoted with the quote doubled
+    inside (``"q""t"``)."""
+    try:
+        tokens = tokenize(text)
+    except FilterParseError as exc:
+        raise SpecError(
+            f"cannot parse partition spec {text!r} at position {exc.position}: {exc.reason}"
+        ) from None
+    out: list[tuple[str, Any]] = []
+    for tok in tokens:
+        negative = out and out[-1] == ("punct", "-")
+        if tok.kind == "num" and tok.value.isdigit():
+            if negative:
+                out.pop()
+            out.append(("num", -int(tok.value) if negative else int(tok.value)))
+        elif tok.kind in ("ident", "qident") and not negative:
+            out.append(("ident" if tok.kind == "ident" else "quoted", tok.value))
+        elif tok.kind == "op" and tok.value in ("(", ")", ",", "-") and not negative:
+            out.append(("punct", tok.value))
+        elif tok.kind == "eof":
+            break
         else:
-            out.append(("punct", m.group("punct")))
+            raise SpecError(
+                f"cannot parse partition spec {text!r} at position {tok.start}: "
+                f"{text[tok.start :]!r}"
+            )
+    if out and out[-1] == ("punct", "-"):
+        raise SpecError(f"cannot parse partition spec {text!r}: it ends with '-'")
     return out
 
 
