@@ -38,29 +38,12 @@ def versions(manifest: Manifest) -> list[dict[str, Any]]:
     first, then its metadata) are left out.
     """
     listed = sorted(manifest.dataset().versions(), key=lambda v: v["version"])
-    first = _first_partitioned(manifest, [v["version"] for v in listed])
+    first = manifest.first_partitioned([v["version"] for v in listed])
     return [
         {"version": v["version"], "timestamp": v["timestamp"]}
         for v in listed
         if v["version"] >= first
     ]
-
-
-def _first_partitioned(manifest: Manifest, numbers: list[int]) -> int:
-    """The oldest of ``numbers`` (ascending; the last is the latest version) whose
-    metadata has a partition spec. Specs are only ever added, so a binary search
-    opens about log2(len(numbers)) versions."""
-    from lance_partitioned.catalog.manifest import SPEC_KEY_PREFIX
-
-    lo, hi = 0, len(numbers) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        meta = manifest.dataset(numbers[mid]).metadata
-        if any(k.startswith(SPEC_KEY_PREFIX) for k in meta):
-            hi = mid
-        else:
-            lo = mid + 1
-    return numbers[lo] if numbers else 0
 
 
 def version_asof(manifest: Manifest, asof: dt.datetime | dt.date | str) -> int:

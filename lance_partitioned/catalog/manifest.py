@@ -157,6 +157,20 @@ class Manifest:
             self.uri, version=version, storage_options=self.storage_options, session=_session()
         )
 
+    def first_partitioned(self, versions: list[int]) -> int:
+        """The oldest of ``versions`` (ascending, ending with the latest) that has a
+        partition spec; ``create`` commits an empty ``__manifest`` before its
+        metadata. Specs are only ever added, so a binary search opens about
+        log2(len(versions)) of them."""
+        lo, hi = 0, len(versions) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _is_partitioned(self.dataset(versions[mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return versions[lo] if versions else 0
+
     def open_checked(
         self, version: int | str | None = None, for_write: bool = False
     ) -> lance.LanceDataset:
