@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import os
 from collections.abc import Iterator
 
@@ -16,6 +17,18 @@ from demo import tpch
 from demo.s3_server import MotoServer
 
 TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
+
+
+def tree_digest(root: str | os.PathLike) -> dict[str, str]:
+    """Every file under ``root`` (path relative to it) with the sha256 of its bytes:
+    equal digests mean the tree is unchanged byte for byte."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            path = os.path.join(d, n)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
 
 
 @pytest.fixture(scope="session")

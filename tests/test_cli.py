@@ -14,7 +14,6 @@ pylance on ``__manifest``, or from the files on disk; never from our code.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -26,6 +25,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import tree_digest
 
 import lance_partitioned as lp
 from lance_partitioned.cli.main import main
@@ -68,18 +68,6 @@ def run(*args: str, ok: int | None = 0) -> subprocess.CompletedProcess:
 
 def run_json(*args: str, runner=run) -> object:
     return json.loads(runner(*args, "--json").stdout)
-
-
-def tree_digest(root: str) -> str:
-    """A digest of every file path and its bytes under ``root``."""
-    h = hashlib.sha256()
-    for dirpath, _dirs, files in sorted(os.walk(root)):
-        for name in sorted(files):
-            path = os.path.join(dirpath, name)
-            h.update(os.path.relpath(path, root).encode())
-            with open(path, "rb") as f:
-                h.update(f.read())
-    return h.hexdigest()
 
 
 @pytest.fixture

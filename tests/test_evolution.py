@@ -9,7 +9,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import local_only
+from conftest import local_only, tree_digest
 
 import lance_partitioned as lp
 
@@ -374,17 +374,6 @@ def test_pruning_and_residuals_follow_source_field_ids_after_renames(store):
         assert ns.count(flt) == len(want), flt
 
 
-def _files(root) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes (the namespace byte for byte)."""
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            path = os.path.join(d, n)
-            with open(path, "rb") as fh:
-                out[os.path.relpath(path, root)] = fh.read()
-    return out
-
-
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -401,10 +390,10 @@ def test_names_lance_cannot_read_back_are_refused(tmp_path, change, message):
     schema = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.int32())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
     ns.append(pa.table({"id": [1, 2], "k": [0, 1], "v": [10, 20]}, schema=schema))
-    before = _files(tmp_path / "ns")
+    before = tree_digest(tmp_path / "ns")
     with pytest.raises(lp.SchemaError, match=message):
         change(ns)
-    assert _files(tmp_path / "ns") == before
+    assert tree_digest(tmp_path / "ns") == before
     assert lp.open(str(tmp_path / "ns")).to_arrow().num_rows == 2
 
 

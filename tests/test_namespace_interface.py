@@ -9,15 +9,13 @@ Expectations come from ``__manifest`` read with plain pylance, and from pylance'
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
-import os
-from pathlib import Path
 
 import lance
 import lance_namespace as ln
 import pyarrow as pa
 import pytest
+from conftest import tree_digest
 from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
 from lance_namespace_urllib3_client.models import PartitionSpec as PartitionSpecModel
 
@@ -54,15 +52,6 @@ def root(tmp_path) -> str:
 
 def _manifest_rows(root: str, version: int | None = None) -> list[dict]:
     return lance.dataset(f"{root}/__manifest", version=version).to_table().to_pylist()
-
-
-def _digest(root: str) -> dict[str, str]:
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            out[p] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 @pytest.mark.parametrize(
@@ -146,7 +135,7 @@ def test_missing_objects_raise_not_found(root):
 
 def test_writes_are_refused_and_name_our_api(root):
     client = ln.connect("partitioned", {"root": root})
-    before = _digest(root)
+    before = tree_digest(root)
     calls = [
         lambda: client.create_namespace(ln.CreateNamespaceRequest(id=["v2"])),
         lambda: client.drop_table(ln.DropTableRequest(id=["v1", "x", "dataset"])),
@@ -156,7 +145,7 @@ def test_writes_are_refused_and_name_our_api(root):
     for call in calls:
         with pytest.raises(ln.UnsupportedOperationError, match="read-only.*lance_partitioned"):
             call()
-    assert _digest(root) == before
+    assert tree_digest(root) == before
 
 
 def test_pylance_directory_namespace_agrees(root):

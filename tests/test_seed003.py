@@ -8,7 +8,6 @@ conformed with pyarrow; seed-000 properties of the result are read from
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,21 +20,12 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import tree_digest
 
 import lance_partitioned as lp
 from tests import seed003_fixtures as fx
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def tree_digest(root: str) -> dict[str, str]:
-    """Every file under ``root`` with the sha256 of its bytes."""
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 @pytest.fixture
