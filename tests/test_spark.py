@@ -278,6 +278,7 @@ SCHEMA = pa.schema(
         pa.field("u", pa.uint32()),
         pa.field("ts", pa.timestamp("us", tz="UTC")),
         pa.field("st", pa.struct([pa.field("a", pa.int32())])),
+        pa.field("d", pa.date32()),
     ]
 )
 
@@ -317,6 +318,10 @@ def test_exact_filters_are_accepted(flt, sql):
         sds.In(("s",), ()),
         sds.In(("s",), ("a", None)),
         sds.EqualTo(("ts",), dt.datetime(2024, 1, 1)),  # naive literal for an instant column
+        # before the Gregorian calendar: PySpark hands these over shifted (Julian)
+        sds.EqualTo(("d",), dt.date(1582, 10, 15)),
+        sds.LessThan(("ts",), dt.datetime(1582, 10, 15, 12, tzinfo=dt.timezone.utc)),
+        sds.In(("d",), (dt.date(1582, 10, 15), dt.date(2020, 1, 1))),
     ],
 )
 def test_doubtful_filters_are_left_to_spark(flt):
@@ -397,6 +402,33 @@ def test_pushed_filters_match_spark_semantics(spark, tricky_ns, tmp_path, pred, 
     pushed = lps.read_scan_log(log)[-1]["filter"] or ""
     assert contains in pushed, pushed
     assert excludes is None or excludes not in pushed, pushed
+
+
+def test_pushed_filters_before_the_gregorian_calendar(spark, tmp_path):
+    """PySpark converts a date or timestamp literal in 1582-10-05..14 through the
+    Julian calendar before handing it over (``DATE'1582-10-10'`` arrives as
+    1582-10-15): pushed, ``=`` lost its row and ``<`` gained 1582-10-13. Spark on
+    the source DataFrame is the oracle."""
+    src = spark.sql(
+        """SELECT * FROM VALUES
+        (1, TIMESTAMP'1582-10-10 12:00:00', DATE'1582-10-10'),
+        (2, TIMESTAMP'1582-10-20 12:00:00', DATE'1582-10-20'),
+        (4, TIMESTAMP'2020-01-01 00:00:00', DATE'2020-01-01'),
+        (5, TIMESTAMP'1582-10-13 12:00:00', DATE'1582-10-13') AS t(id, ts, d)"""
+    ).localCheckpoint()
+    root = str(tmp_path / "ns")
+    src.write.format(FMT).option("spec", "year(ts)").mode("append").save(root)
+    for pred in [
+        "ts = TIMESTAMP'1582-10-10 12:00:00'",
+        "d = DATE'1582-10-10'",
+        "d IN (DATE'1582-10-10', DATE'2020-01-01')",
+        "ts < TIMESTAMP'1582-10-12 00:00:00'",
+        "d < DATE'1582-10-12'",
+        "d >= DATE'1582-10-20'",
+    ]:
+        want = sorted(r.id for r in src.where(pred).collect())
+        got = load(spark, root, pushFilters="true", minPartitions=1).where(pred)
+        assert sorted(r.id for r in got.collect()) == want, pred
 
 
 # -- writes: atomicity, bad input, types, modes --------------------------------------

@@ -34,6 +34,7 @@ Rejected, on purpose:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,11 +109,32 @@ def _exact_literal(value: Any, t: pa.DataType) -> bool:
         return False
     if isinstance(value, float) and not (math.isfinite(value) and value != 0.0):
         return False
+    if isinstance(value, dt.date) and _before_gregorian_cutover(value):
+        return False
     try:
         render_literal(value)
     except ValueError:
         return False
     return True
+
+
+# The first day of the Gregorian calendar, and one more for any zone's offset.
+_GREGORIAN_SAFE = dt.date(1582, 10, 16)
+
+
+def _before_gregorian_cutover(value: dt.date) -> bool:
+    """Whether a date or timestamp literal falls before the Gregorian calendar.
+
+    PySpark hands a data source such literals through Spark's old hybrid
+    (Julian) calendar, shifted: ``DATE'1582-10-10'`` arrives as 1582-10-15 and
+    ``TIMESTAMP'1582-10-10 12:00:00'`` as 1582-10-15 12:00 UTC, so ``=`` lost its
+    row and ``<`` gained others. Such filters stay with Spark.
+    """
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+        value = value.date()
+    return value < _GREGORIAN_SAFE
 
 
 @dataclass(frozen=True)
