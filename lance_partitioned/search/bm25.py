@@ -64,6 +64,11 @@ def corpus_stats(texts: Iterable[str | None], params: dict[str, Any]) -> CorpusS
         if text is None:
             continue
         toks = tokens(text, params)
+        if not toks:
+            # Lance's inverted index holds no entry for a document without tokens
+            # (an empty string, only punctuation): it counts neither in the corpus size
+            # nor in the average length
+            continue
         docs += 1
         total += len(toks)
         df.update(set(toks))
