@@ -541,3 +541,28 @@ def test_wall_clocks_and_localize_agree_with_pandas(zone):
     arr = pa.array(instants, pa.timestamp("us", zone))
     expected_walls = pc.local_timestamp(arr).cast(pa.int64()).to_pylist()
     assert zones.wall_clock(arr).cast(pa.int64()).to_pylist() == expected_walls
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Australia/Lord_Howe", None])
+@pytest.mark.parametrize("spec", ["year(ts)", "day(ts)", "hour(ts)"])
+def test_filters_at_the_end_of_the_timestamp_range(tmp_path, zone, spec):
+    """9999-12-31 (the usual "open-ended" value) used to be refused as a wall-clock
+    time the zone "never" shows: offsets were only looked up to 9999-12-30. The
+    expected rows are pyarrow's, on the same values and the same instants."""
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz=zone))])
+    walls = [dt.datetime(2020, 1, 1), dt.datetime(9999, 12, 30, 12), dt.datetime(9999, 12, 31)]
+    walls.append(dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
+    # each value is a wall clock in the column's zone (UTC's offset: no shift)
+    local = pa.array(walls, pa.timestamp("us"))
+    values = local if zone is None else pc.assume_timezone(local, zone)
+    table = pa.table({"id": range(len(walls)), "ts": values}, schema=schema)
+    ns = lp.create(str(tmp_path / "ns"), schema, spec)
+    ns.append(table)
+    for op, fn in [("=", pc.equal), ("<", pc.less), (">=", pc.greater_equal)]:
+        for wall in walls[1:]:
+            literal = pa.scalar(wall, pa.timestamp("us"))
+            if zone is not None:
+                literal = pc.assume_timezone(pa.array([wall], pa.timestamp("us")), zone)[0]
+            want = table.filter(fn(table["ts"], literal))["id"].to_pylist()
+            text = f"ts {op} TIMESTAMP '{wall.isoformat(' ')}'"
+            assert sorted(ns.scan(text).to_arrow()["id"].to_pylist()) == want, text

@@ -124,7 +124,13 @@ def _block(tz: str, k: int) -> tuple[Piece, ...]:
 
 
 def pieces(tz: str, lo: int, hi: int) -> list[Piece]:
-    """The offset pieces of ``tz`` covering at least ``[lo, hi)`` (clamped to years 1..9999)."""
+    """The offset pieces of ``tz`` covering at least ``[lo, hi)``.
+
+    Offsets are looked up between 0001-01-02 and 9999-12-30 (zone arithmetic
+    overflows Python's datetime at the ends); outside that the nearest offset
+    holds, so a time on 9999-12-31 (a common "open-ended" value) has one.
+    """
+    want_lo, want_hi = lo, hi
     lo = max(_MIN_US, min(lo, _MAX_US))
     hi = max(lo + 1, min(hi, _MAX_US))
     out: list[Piece] = []
@@ -134,6 +140,10 @@ def pieces(tz: str, lo: int, hi: int) -> list[Piece]:
                 out[-1] = Piece(out[-1].start, p.end, p.offset)
             else:
                 out.append(p)
+    if want_hi > out[-1].end:
+        out[-1] = Piece(out[-1].start, want_hi, out[-1].offset)
+    if want_lo < out[0].start:
+        out[0] = Piece(want_lo, out[0].end, out[0].offset)
     return out
 
 
