@@ -404,15 +404,17 @@ def test_pushed_filters_match_spark_semantics(spark, tricky_ns, tmp_path, pred, 
     assert excludes is None or excludes not in pushed, pushed
 
 
-def test_pushed_filters_before_the_gregorian_calendar(spark, tmp_path):
+def test_pushed_filters_at_the_ends_of_the_calendar(spark, tmp_path):
     """PySpark converts a date or timestamp literal in 1582-10-05..14 through the
     Julian calendar before handing it over (``DATE'1582-10-10'`` arrives as
-    1582-10-15): pushed, ``=`` lost its row and ``<`` gained 1582-10-13. Spark on
-    the source DataFrame is the oracle."""
+    1582-10-15): pushed, ``=`` lost its row and ``<`` gained 1582-10-13. And
+    ``ts >= TIMESTAMP'9999-12-31 00:00:00'`` failed the query. Spark on the source
+    DataFrame is the oracle."""
     src = spark.sql(
         """SELECT * FROM VALUES
         (1, TIMESTAMP'1582-10-10 12:00:00', DATE'1582-10-10'),
         (2, TIMESTAMP'1582-10-20 12:00:00', DATE'1582-10-20'),
+        (3, TIMESTAMP'9999-12-31 00:00:00', DATE'9999-12-31'),
         (4, TIMESTAMP'2020-01-01 00:00:00', DATE'2020-01-01'),
         (5, TIMESTAMP'1582-10-13 12:00:00', DATE'1582-10-13') AS t(id, ts, d)"""
     ).localCheckpoint()
@@ -425,6 +427,8 @@ def test_pushed_filters_before_the_gregorian_calendar(spark, tmp_path):
         "ts < TIMESTAMP'1582-10-12 00:00:00'",
         "d < DATE'1582-10-12'",
         "d >= DATE'1582-10-20'",
+        "ts >= TIMESTAMP'9999-12-31 00:00:00'",
+        "ts < TIMESTAMP'9999-12-31 00:00:00'",
     ]:
         want = sorted(r.id for r in src.where(pred).collect())
         got = load(spark, root, pushFilters="true", minPartitions=1).where(pred)
