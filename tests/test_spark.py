@@ -530,8 +530,14 @@ def test_task_failure_aborts_and_leaves_nothing(spark, store, tmp_path):
             "column 'id' is not nullable",
         ),
         ("id, event_date, country, ts, amount, 1 AS extra", "extra", "'extra'"),
+        # Spark reads the wall clock in the session zone; naive Arrow values read as UTC
+        (
+            "id, event_date, country, CAST(ts AS TIMESTAMP_NTZ) AS ts, amount",
+            "ts",
+            "column 'ts' is TIMESTAMP_NTZ",
+        ),
     ],
-    ids=["missing", "impossible-cast", "null-in-non-null", "extra"],
+    ids=["missing", "impossible-cast", "null-in-non-null", "extra", "ntz-into-instants"],
 )
 def test_bad_input_fails_naming_the_column_and_changes_nothing(
     spark, events_ns, select, column, message

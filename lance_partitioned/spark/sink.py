@@ -37,7 +37,7 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType, TimestampNTZType
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
@@ -286,9 +286,43 @@ def check_input_schema(snapshot: Snapshot, schema: StructType) -> None:
     missing non-null columns and impossible casts raise ``SchemaError`` naming
     the column. NULLs in non-null columns can only be found per batch, in tasks.
     """
+    for f in schema.fields:
+        if snapshot.schema.has_field(f.name):
+            _refuse_ntz_into_instants(f.name, f.dataType, snapshot.schema.field(f.name).type)
     InputConformer(snapshot.schema)(
         pa.RecordBatch.from_pylist([], schema=_incoming_arrow_schema(schema))
     )
+
+
+def _refuse_ntz_into_instants(name: str, spark_type: DataType, target: pa.DataType) -> None:
+    """Refuse a TIMESTAMP_NTZ value for a column holding instants (Spark's TimestampType).
+
+    Spark itself would read the wall clock in the session time zone (store
+    assignment casts it); the rows arrive as naive Arrow values, which the core
+    rule reads as UTC: in New York, 2020-01-01 00:00 was stored as 2019-12-31
+    19:00. Only Spark knows the session zone, so the user casts it there.
+    """
+    if isinstance(spark_type, TimestampNTZType):
+        if pa.types.is_timestamp(target) and target.tz is not None:
+            raise SchemaError(
+                f"column {name!r} is TIMESTAMP_NTZ but the namespace holds instants there "
+                f"({target}, Spark's TIMESTAMP); cast it in Spark first "
+                f"(CAST({name} AS TIMESTAMP) reads the wall clock in the session time zone)"
+            )
+    elif isinstance(spark_type, StructType) and pa.types.is_struct(target):
+        for f in spark_type.fields:
+            i = target.get_field_index(f.name)
+            if i >= 0:
+                _refuse_ntz_into_instants(f"{name}.{f.name}", f.dataType, target.field(i).type)
+    elif isinstance(spark_type, ArrayType) and (
+        pa.types.is_list(target)
+        or pa.types.is_large_list(target)
+        or pa.types.is_fixed_size_list(target)
+    ):
+        _refuse_ntz_into_instants(f"{name}[]", spark_type.elementType, target.value_type)
+    elif isinstance(spark_type, MapType) and pa.types.is_map(target):
+        _refuse_ntz_into_instants(f"{name}.key", spark_type.keyType, target.key_type)
+        _refuse_ntz_into_instants(f"{name}.value", spark_type.valueType, target.item_type)
 
 
 def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> LancePartitionedWriter:
