@@ -304,3 +304,25 @@ def test_commands_on_the_s3_server_with_storage_options_only(s3_server, data, mo
     assert "nope" in bad.stderr and secret not in bad.stderr
     run("drop-column", root, "country", *flags, ok=1)  # a partition source: refused
     assert s3_tree(s3_server.client(), root) == before
+
+
+def test_json_output_is_strict_json_with_nan_and_infinities(tmp_path):
+    """``json.dumps`` printed bare ``NaN`` and ``Infinity``, which strict parsers
+    (JavaScript's ``JSON.parse``) refuse."""
+    values = [float("nan"), float("inf"), float("-inf"), 1.5, None]
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64())])
+    ns = lp.create(str(tmp_path / "ns"), schema, "")
+    ns.append(pa.table({"id": range(len(values)), "f": values}, schema))
+
+    def refuse(constant: str):
+        raise AssertionError(f"not JSON: {constant}")
+
+    out = run("head", ns.root, "--json", "--columns", "id,f").stdout
+    rows = json.loads(out, parse_constant=refuse)
+    assert {r["id"]: r["f"] for r in rows} == {
+        0: "NaN",
+        1: "Infinity",
+        2: "-Infinity",
+        3: 1.5,
+        4: None,
+    }

@@ -11,6 +11,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -43,13 +44,27 @@ def _default(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
     if hasattr(value, "__dataclass_fields__"):
-        return {k: getattr(value, k) for k in value.__dataclass_fields__}
+        return _finite({k: getattr(value, k) for k in value.__dataclass_fields__})
     return str(value)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as the strings ``"NaN"``, ``"Infinity"``
+    and ``"-Infinity"``: JSON has no such numbers (``json.dumps`` would print bare
+    ``NaN``, which strict parsers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def to_json(data: Any) -> str:
-    """``data`` as indented JSON; non-JSON values become text (dates ISO, decimals exact)."""
-    return json.dumps(data, default=_default, indent=2, sort_keys=False)
+    """``data`` as indented, strict JSON; non-JSON values become text (dates ISO,
+    decimals exact, NaN and the infinities as strings)."""
+    return json.dumps(_finite(data), default=_default, indent=2, sort_keys=False, allow_nan=False)
 
 
 def emit(as_json: bool, data: Any, render: Callable[[Console], None]) -> None:
