@@ -16,6 +16,7 @@ garbage that nothing reads (delete it; ``docs/FORMAT.md`` section 11).
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 
@@ -69,6 +70,19 @@ def _destination_dir(dst: str) -> tuple[Storage, str]:
     return store, path
 
 
+def _refuse_destination_inside(src: str, target: str) -> None:
+    """``src`` is only read: a destination inside it (or containing it) is refused."""
+    source = storage.resolve(src)
+    if not source.rename_is_atomic:  # an object-store source: a local target cannot be in it
+        return
+    a, b = os.path.realpath(source.path(src)), os.path.realpath(target)
+    if os.path.commonpath([a, b]) in (a, b):
+        raise UnsupportedFeatureError(
+            f"the destination {target!r} lies inside the source {src!r} (or holds it); "
+            "convert only reads the source, so write the new namespace elsewhere"
+        )
+
+
 def convert(
     src: str,
     dst: str,
@@ -98,6 +112,7 @@ def convert(
     src, dst = str(src), str(dst)
     layout = seed003.load(src, storage_options)
     store, target = _destination_dir(dst)
+    _refuse_destination_inside(src, target)
     spec = seed003.seed000_spec_json(layout)
     snapshot = Seed003Snapshot.of(layout, storage_options)  # pins every source table
     scan = Seed003Scan(snapshot)

@@ -216,6 +216,9 @@ def test_convert_refuses_bad_input_and_changes_nothing(identity_root, tmp_path):
     assert tree_digest(seed000.root) == s0_before
     with pytest.raises(lp.UnsupportedFeatureError, match="local destination"):
         lp.convert(identity_root, "s3://bucket/x")
+    # a destination inside the source would write into what convert only reads
+    with pytest.raises(lp.UnsupportedFeatureError, match="inside the source"):
+        lp.convert(identity_root, os.path.join(identity_root, "inside"))
     assert not (tmp_path / "out").exists()
     assert sorted(os.listdir(tmp_path)) == ["exists", "legacy", "plain", "s0"]
     assert tree_digest(identity_root) == before
