@@ -326,3 +326,14 @@ def test_json_output_is_strict_json_with_nan_and_infinities(tmp_path):
         3: 1.5,
         4: None,
     }
+
+
+def test_a_numeric_tag_name_is_refused(root):
+    """``--version 2`` reads version 2, so a tag named "2" could never be read by name."""
+    before = tree_digest(root)
+    out = run("tag", root, "2", ok=None)
+    assert out.returncode != 0 and "is a number" in out.stderr
+    with pytest.raises(lp.PartitionedNamespaceError, match="is a number"):
+        lp.open(root).tag(" 17")
+    assert tree_digest(root) == before
+    assert run_json("tag", root, "v2")["tag"] == "v2"

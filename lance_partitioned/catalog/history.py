@@ -75,7 +75,14 @@ def tags(manifest: Manifest) -> dict[str, int]:
 
 
 def create_tag(manifest: Manifest, name: str, version: int) -> None:
-    """Name ``__manifest`` version ``version``; fails if the tag exists."""
+    """Name ``__manifest`` version ``version``; fails if the tag exists, or if the
+    name is a number (``--version 2`` in the CLI means version 2, so such a tag
+    could never be read by name)."""
+    if name.strip().isdigit():
+        raise PartitionedNamespaceError(
+            f"tag name {name!r} is a number, which reads as a version number; "
+            "use a name with a letter in it (e.g. 'v2' or 'release-2')"
+        )
     ds = manifest.dataset()
     if name in ds.tags.list():
         raise PartitionedNamespaceError(f"tag {name!r} already exists on {manifest.root!r}")
