@@ -16,7 +16,6 @@ garbage that nothing reads (delete it; ``docs/FORMAT.md`` section 11).
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass
 
@@ -75,8 +74,7 @@ def _refuse_destination_inside(src: str, target: str) -> None:
     source = storage.resolve(src)
     if not source.rename_is_atomic:  # an object-store source: a local target cannot be in it
         return
-    a, b = os.path.realpath(source.path(src)), os.path.realpath(target)
-    if os.path.commonpath([a, b]) in (a, b):
+    if source.nested(src, target):
         raise UnsupportedFeatureError(
             f"the destination {target!r} lies inside the source {src!r} (or holds it); "
             "convert only reads the source, so write the new namespace elsewhere"

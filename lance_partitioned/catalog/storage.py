@@ -212,6 +212,16 @@ class Storage:
         parts = urlsplit(uri)
         return (parts.netloc + parts.path).rstrip("/")
 
+    def nested(self, uri: str, other: str) -> bool:
+        """True when ``uri`` and ``other`` (both on this storage) are the same
+        directory or one holds the other, after following local symlinks."""
+        a, b = self.path(uri), self.path(other)
+        if self.scheme == "file":
+            a, b = os.path.realpath(a), os.path.realpath(b)
+            return os.path.commonpath([a, b]) in (a, b)
+        a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+        return a.startswith(b) or b.startswith(a)
+
     def _key(self, uri: str) -> str:
         """The object key of ``uri`` inside its bucket / container (object stores)."""
         return urlsplit(uri).path.lstrip("/")
