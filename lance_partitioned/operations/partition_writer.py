@@ -515,9 +515,14 @@ class PartitionWriter:
     def _create_leaf(self, leaf_write: LeafWrite, reader: pa.RecordBatchReader, rows: int) -> None:
         """Create the new leaf's dataset with ``reader``'s ``rows`` rows as its staged version 1."""
         assert self.result.txn is not None
+        # A leaf of one chunk is handed over as a table: Lance then never calls back
+        # into Python (and waits for the GIL) from its own threads to pull the rows
+        source: pa.RecordBatchReader | pa.Table = (
+            reader.read_all() if rows <= WRITE_CHUNK_ROWS else reader
+        )
         ds = create_leaf(
             leaf_write.files_uri(self.snapshot),
-            reader,
+            source,
             self._new_layout,
             self.result.txn,
             self.snapshot.manifest.storage_options,
