@@ -219,6 +219,11 @@ def test_convert_refuses_bad_input_and_changes_nothing(identity_root, tmp_path):
     # a destination inside the source would write into what convert only reads
     with pytest.raises(lp.UnsupportedFeatureError, match="inside the source"):
         lp.convert(identity_root, os.path.join(identity_root, "inside"))
+    # ... also when the path reaches the source through a symlink
+    (tmp_path / "link").symlink_to(identity_root, target_is_directory=True)
+    with pytest.raises(lp.UnsupportedFeatureError, match="inside the source"):
+        lp.convert(identity_root, str(tmp_path / "link" / "inside"))
+    (tmp_path / "link").unlink()
     assert not (tmp_path / "out").exists()
     assert sorted(os.listdir(tmp_path)) == ["exists", "legacy", "plain", "s0"]
     assert tree_digest(identity_root) == before
