@@ -323,15 +323,15 @@ def file_system(path: Path) -> str:
     many files were deleted there than on tmpfs (the kernel's inode allocator
     skips recently deleted inodes), which moves the floor between runs.
     """
+    where = str(path.resolve())
     best, kind = "", "an unknown file system"
     try:
         with open("/proc/mounts") as mounts:
             for line in mounts:
-                fields = line.split()
-                point = fields[1]
-                inside = str(path.resolve()).startswith(point.rstrip("/") + "/")
-                if (inside or str(path.resolve()) == point) and len(point) > len(best):
-                    best, kind = point, fields[2]
+                _, point, fs_type = line.split()[:3]
+                inside = where == point or where.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > len(best):
+                    best, kind = point, fs_type
     except OSError:
         pass
     return kind

@@ -72,7 +72,7 @@ def _destination_dir(dst: str) -> tuple[Storage, str]:
 def _refuse_destination_inside(src: str, target: str) -> None:
     """``src`` is only read: a destination inside it (or containing it) is refused."""
     source = storage.resolve(src)
-    if not source.rename_is_atomic:  # an object-store source: a local target cannot be in it
+    if not source.is_local:  # an object-store source: a local target cannot be in it
         return
     if source.nested(src, target):
         raise UnsupportedFeatureError(
