@@ -201,7 +201,12 @@ def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, wher
     root_before, before = store.listdir(ns.root), state(ns.root)
     with pytest.raises(Injected), caplog.at_level("WARNING"):
         ns.append(rows("x", [1, 7, 2, 8], 2, 100))  # two existing partitions, two new ones
-    assert len(calls) == (2 if where == "sequential" or create else 4)
+    if where == "sequential" or create:
+        assert len(calls) == 2
+    elif where == "parallel":  # no leaf starts after the failure; those running finish
+        assert 2 <= len(calls) <= 4
+    else:
+        assert len(calls) == 4
     assert store.listdir(ns.root) == root_before  # no new partition directory
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
     for loc, v in leaves.items():

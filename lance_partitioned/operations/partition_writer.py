@@ -36,6 +36,7 @@ from lance_partitioned.operations import resident
 from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
+from lance_partitioned.operations.parallel import for_each
 from lance_partitioned.operations.split import (
     chunk_memory_pool,
     partition_ranges,
@@ -411,8 +412,7 @@ class PartitionWriter:
         written, so the budget always covers what is really held.
         """
         if len(keys) > 1:
-            with ThreadPoolExecutor(min(FINISH_THREADS, len(keys))) as pool:
-                list(pool.map(lambda key: self._flush(key, last), keys))
+            for_each(keys, lambda key: self._flush(key, last), min(FINISH_THREADS, len(keys)))
         else:
             for key in keys:
                 self._flush(key, last)

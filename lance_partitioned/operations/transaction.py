@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_partitioned.catalog import storage
+from lance_partitioned.operations.parallel import for_each
 from lance_partitioned.operations.staged_check import check_staged_all
 from lance_partitioned.operations.staging import StagedLeaf, unstage_leaf
 
@@ -60,42 +61,28 @@ def pausing() -> bool:
     return bool(os.environ.get(PAUSE_ENV))
 
 
+STAGE_THREADS = 8  # leaves staged at once: Lance releases the GIL while it commits
+
+
 def run_parallel(
     items: Sequence[Any], fn: Callable[[Any], Any], on_done: Callable[[Any, Any], None]
 ) -> None:
-    """Apply ``fn`` to every item (in threads unless a test pause is active).
+    """Apply ``fn`` to every item (on ``STAGE_THREADS`` threads unless a test pause is active).
 
-    ``on_done(item, result)`` records each success as it happens, so that a
-    failure elsewhere can still roll back what succeeded. Every item finishes
-    before the first failure is re-raised.
+    ``on_done(item, result)`` records each success as it happens (one at a
+    time), so that a failure elsewhere can still roll back what succeeded.
+    After the first failure no further item starts; those already running
+    finish, then the first failure is raised (``parallel.for_each``).
     """
     if not items:
         return
     if pausing() or len(items) == 1:
-        errors: list[BaseException] = []
         for i, item in enumerate(items):
-            try:
-                on_done(item, fn(item))
-            except BaseException as exc:
-                errors.append(exc)
-                break
+            on_done(item, fn(item))
             if i == 0:
                 pause_point("leaf_staged")
-        if errors:
-            raise errors[0]
         return
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    errors = []
-    with ThreadPoolExecutor(max(1, min(8, len(items)))) as pool:
-        futures = {pool.submit(fn, item): item for item in items}
-        for fut in as_completed(futures):
-            try:
-                on_done(futures[fut], fut.result())
-            except BaseException as exc:  # collected; all leaves finish before we decide
-                errors.append(exc)
-    if errors:
-        raise errors[0]
+    for_each(items, fn, min(STAGE_THREADS, len(items)), on_done)
 
 
 @dataclass
