@@ -184,9 +184,9 @@ def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, 
     monkeypatch.setattr(partition_writer, "create_leaf", failing)
     with pytest.raises(RuntimeError, match="injected"):
         ns.append(table.slice(2), progress=False)
-    # Leaves are created 4 at a time: those started before the failure reached the
-    # caller run to the end (and are cleaned up), the ones still queued are
-    # cancelled (``Executor.map``), so 3 to 6 were attempted, as the machine's load has it.
+    # Leaves are created 4 at a time: those started before the failure run to the
+    # end (and are cleaned up), no further one starts (``parallel.for_each``), so
+    # 3 to 6 were attempted, as the machine's load has it.
     assert 3 <= len(calls) <= 6
     assert sorted(os.listdir(root)) == before  # no new partition directory is left
     assert sorted(lp.open(root).to_arrow()["v"].to_pylist()) == [0, 1]
@@ -218,6 +218,28 @@ def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkey
     os.remove(os.path.join(leaves[3].uri, gone))
     with pytest.raises(StagedFilesMissingError, match=gone.split("/")[-1]):
         check_staged_all(leaves, None)
+
+
+def test_a_created_leaf_whose_file_vanished_is_not_published(tmp_path):
+    """The check before publishing looks for the data files of the leaves the writer created."""
+    from lance_partitioned.operations.publish import WriteMode
+    from lance_partitioned.operations.staged_check import StagedFilesMissingError
+    from lance_partitioned.operations.write import WriteJob
+
+    root = str(tmp_path / "ns")
+    table = pa.table({"k": pa.array([1, 2], pa.int32()), "v": pa.array([1, 2])})
+    ns = lp.create(root, table.schema, "k")
+    version = ns.manifest.dataset().version
+    job = WriteJob(ns.manifest, version, WriteMode.APPEND)
+    written = job.write(lambda w: w.write_all(iter(table.to_batches())))
+    leaf_write = next(iter(written.leaves.values()))
+    assert leaf_write.created_version == 1
+    data = os.path.join(job.snapshot.leaf_uri(leaf_write.location), "data")
+    (name,) = os.listdir(data)
+    os.remove(os.path.join(data, name))  # e.g. a vacuum that knew no lease
+    with pytest.raises(StagedFilesMissingError, match=name):
+        job.commit(written)
+    assert lp.open(root).version == version  # nothing published
 
 
 def test_a_created_leaf_cannot_be_merged_with_another_writers_files(tmp_path):

@@ -33,7 +33,6 @@ from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, R
 from lance_partitioned.operations.leaf_schema import namespace_layout
 from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles
-from lance_partitioned.operations.staged_check import fragment_files
 from lance_partitioned.operations.staging import (
     StagedLeaf,
     stage_leaf,
@@ -301,7 +300,7 @@ def commit_write(
                 uri,
                 None,
                 leaf_write.created_version,
-                added=frozenset(fragment_files(leaf_write.fragment_metadata())),
+                added=leaf_write.created_files,
                 # version 1 of a leaf its writer created holds that writer's rows only
                 num_rows=leaf_write.rows,
             )
