@@ -35,7 +35,7 @@ from lance_partitioned.namespace import (
     create,
     open,
 )
-from lance_partitioned.namespace_interface import register as _register_namespace_impl
+from lance_partitioned.namespace_registration import install as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
@@ -45,6 +45,7 @@ from lance_partitioned.seed003 import Seed003Namespace
 __version__ = "0.1.0"
 
 # lance_namespace.connect("partitioned", {"root": ...}) finds our read-only LanceNamespace
+# (registered when lance_namespace is imported: importing it costs about a second)
 _register_namespace_impl()
 
 __all__ = [

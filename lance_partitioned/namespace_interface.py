@@ -7,8 +7,8 @@ Generic namespace clients browse a partitioned namespace with::
     # or the class path: "lance_partitioned.namespace_interface.PartitionedLanceNamespace"
 
 ``connect`` resolves ``"partitioned"`` through ``lance_namespace``'s plugin
-registry (``register_namespace_impl``, done when ``lance_partitioned`` is
-imported) and calls the class with the properties as keyword arguments:
+registry (``register_namespace_impl``, arranged when ``lance_partitioned`` is
+imported: ``namespace_registration``) and calls the class with the properties as keyword arguments:
 ``root``, optionally ``version`` (a ``__manifest`` version number or tag; the
 view is pinned to it, default the latest at connect time) and
 ``storage.<key>`` entries (object-store options).
@@ -44,9 +44,6 @@ from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
 from lance_partitioned.format.namespace_models import schema_to_model
 from lance_partitioned.namespace import PartitionedNamespace
 
-REGISTERED_NAME = "partitioned"
-CLASS_PATH = "lance_partitioned.namespace_interface.PartitionedLanceNamespace"
-
 # The operations this implementation answers; every other public method of
 # LanceNamespace is refused with a message naming our API.
 READ_OPERATIONS = frozenset(
@@ -60,11 +57,6 @@ READ_OPERATIONS = frozenset(
         "table_exists",
     }
 )
-
-
-def register() -> None:
-    """Register ``"partitioned"`` with ``lance_namespace.connect`` (idempotent)."""
-    ln.register_namespace_impl(REGISTERED_NAME, CLASS_PATH)
 
 
 def _page(names: list[str], token: str | None, limit: int | None) -> tuple[list[str], str | None]:

@@ -182,3 +182,28 @@ def test_models_carry_spec_and_schema_exactly_or_refuse(root):
     ts_spec = lp.parse_spec("ts", zoned)  # identity: result_type is the zoned timestamp
     with pytest.raises(lp.SpecError, match="result_type"):
         spec_to_model(ts_spec)
+
+
+@pytest.mark.parametrize("first", ["lance_partitioned", "lance_namespace"])
+def test_connect_finds_partitioned_whichever_is_imported_first(root, first):
+    """``import lance_partitioned`` no longer imports lance_namespace (a second of startup),
+    yet ``connect("partitioned", ...)`` works in either import order."""
+    import subprocess
+    import sys
+
+    second = "lance_namespace" if first == "lance_partitioned" else "lance_partitioned"
+    code = (
+        "import sys\n"
+        f"import {first}\n"
+        "print('lance_namespace' in sys.modules)\n"
+        f"import {second}\n"
+        "import lance_namespace as ln\n"
+        f"client = ln.connect('partitioned', {{'root': {root!r}}})\n"
+        "print(*client.list_namespaces(ln.ListNamespacesRequest(id=[])).namespaces)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    # imported by lance_partitioned only when asked for
+    assert out[0] == ("True" if first == "lance_namespace" else "False")
+    assert out[1:] == ["v1"]  # connected: the root lists its one spec version namespace

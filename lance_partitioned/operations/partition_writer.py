@@ -115,11 +115,8 @@ class LeafWrite:
     # (``staging.create_leaf``): this version is staged already, tagged with
     # ``WrittenFiles.txn``, and publishing only records it.
     created_version: int | None = None
-    # The data files of that version (paths relative to the leaf), which the
-    # check before publishing looks for. A created leaf keeps only these, not
-    # ``fragments``: nothing else needs its fragment metadata (a failed write
-    # removes the whole new directory), and encoding it as JSON was a tenth of
-    # the writer's time per tiny leaf.
+    # That version's data files, for the check before publishing: all a created leaf
+    # keeps (no ``fragments``, whose JSON cost a tenth of the time per tiny leaf).
     created_files: frozenset[str] = frozenset()
 
     def add_fragments(self, fragments: Iterable[FragmentMetadata]) -> None:
