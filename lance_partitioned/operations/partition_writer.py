@@ -498,7 +498,7 @@ class PartitionWriter:
         last: bool,
     ) -> None:
         """Hand ``reader``'s rows to Lance: a new leaf's dataset, or data files."""
-        if last and self._create and leaf_write.is_new and not leaf_write.fragments:  # no files yet
+        if last and self._create and leaf_write.is_new and not leaf_write.fragments:
             self._create_leaf(leaf_write, reader, rows)
             return
         # Files get Lance's own numbering of these columns (not checked against
@@ -532,9 +532,8 @@ class PartitionWriter:
             self.snapshot.manifest.storage_options,
             self.max_rows_per_file,
         )
-        leaf_write.created_files = frozenset(
-            fragment_files([f.metadata for f in ds.get_fragments()])
-        )
+        frags = [f.metadata for f in ds.get_fragments()]
+        leaf_write.created_files = frozenset(fragment_files(frags))
         leaf_write.rows += rows
         leaf_write.created_version = ds.version
 
