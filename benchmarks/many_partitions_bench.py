@@ -38,7 +38,14 @@ from pathlib import Path  # noqa: E402
 
 import lance  # noqa: E402
 import pyarrow as pa  # noqa: E402
-from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+from bench_env import (  # noqa: E402
+    command,
+    file_system,
+    header_lines,
+    loadavg,
+    utc_now,
+    write_report,
+)
 from lance.dataset import Transaction  # noqa: E402
 from lance.fragment import write_fragments  # noqa: E402
 
@@ -314,27 +321,6 @@ def bench_commit(work: Path, n: int, rows: int, reps: int) -> tuple[list[str], f
         f"| {o:.2f} s | {f:.2f} s | {o / f:.2f}× |",
     ]
     return lines, o / f
-
-
-def file_system(path: Path) -> str:
-    """The type of the file system holding ``path`` (Linux's /proc/mounts), e.g. ``ext4``.
-
-    Worth recording: creating a dataset costs far more CPU on ext4 shortly after
-    many files were deleted there than on tmpfs (the kernel's inode allocator
-    skips recently deleted inodes), which moves the floor between runs.
-    """
-    where = str(path.resolve())
-    best, kind = "", "an unknown file system"
-    try:
-        with open("/proc/mounts") as mounts:
-            for line in mounts:
-                _, point, fs_type = line.split()[:3]
-                inside = where == point or where.startswith(point.rstrip("/") + "/")
-                if inside and len(point) > len(best):
-                    best, kind = point, fs_type
-    except OSError:
-        pass
-    return kind
 
 
 def _ints(text: str) -> list[int]:
