@@ -8,10 +8,10 @@ Generic namespace clients browse a partitioned namespace with::
 
 ``connect`` resolves ``"partitioned"`` through ``lance_namespace``'s plugin
 registry (``register_namespace_impl``, arranged when ``lance_partitioned`` is
-imported: ``namespace_registration``) and calls the class with the properties as keyword arguments:
-``root``, optionally ``version`` (a ``__manifest`` version number or tag; the
-view is pinned to it, default the latest at connect time) and
-``storage.<key>`` entries (object-store options).
+imported: ``namespace_registration``) and calls the class with the properties
+as keyword arguments: ``root``, optionally ``version`` (a ``__manifest``
+version number or tag; the view is pinned to it, default the latest at
+connect time) and ``storage.<key>`` entries (object-store options).
 
 What it answers, from one pinned ``__manifest`` version:
 
