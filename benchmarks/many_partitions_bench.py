@@ -57,6 +57,7 @@ from lance_partitioned.operations.partition_writer import (  # noqa: E402
     new_job_secret,
 )
 from lance_partitioned.operations.publish import WriteMode, commit_write  # noqa: E402
+from lance_partitioned.operations.transaction import STAGE_THREADS  # noqa: E402
 from lance_partitioned.operations.write import WriteJob  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -65,7 +66,6 @@ SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), False), pa.field("part", pa.int32()), pa.field("tag", pa.string())]
 )
 BIG = 10_000  # from this many partitions, one repetition (the machine's lock allows < 10 min)
-STAGE_THREADS = 8  # operations.transaction.run_parallel stages leaves on 8 threads
 
 
 def data(partitions: int, rows: int) -> pa.Table:
