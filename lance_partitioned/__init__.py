@@ -10,6 +10,7 @@ from lance_partitioned.convert import ConvertResult, convert
 from lance_partitioned.errors import (
     ColumnNotFoundError,
     CommitConflictError,
+    CorruptNamespaceError,
     CyclicPartitionWarning,
     FilterError,
     ForeignChangeError,
@@ -22,6 +23,7 @@ from lance_partitioned.errors import (
     SchemaError,
     SpecError,
     StorageError,
+    UnfinishedNamespaceError,
     UnsafeStoreError,
     UnsupportedFeatureError,
     VersionNotFoundError,
@@ -34,6 +36,7 @@ from lance_partitioned.namespace import (
     clear_caches,
     create,
     open,
+    repair,
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
@@ -53,6 +56,7 @@ __all__ = [
     "ColumnNotFoundError",
     "CommitConflictError",
     "ConvertResult",
+    "CorruptNamespaceError",
     "CyclicPartitionWarning",
     "DeleteResult",
     "ForeignChangeError",
@@ -74,6 +78,7 @@ __all__ = [
     "SpecError",
     "StagedFilesMissingError",
     "StorageError",
+    "UnfinishedNamespaceError",
     "UnsafeStoreError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
@@ -81,5 +86,6 @@ __all__ = [
     "convert",
     "create",
     "open",
+    "repair",
     "parse_spec",
 ]

@@ -102,3 +102,18 @@ class UnsafeStoreError(StorageError):
     """The store cannot make a Lance commit atomic (it ignores conditional writes) and no
     commit lock is configured, so a concurrent writer could silently lose an update. Nothing
     is written; the message names the fix (docs/TRANSACTIONS.md, "Object stores")."""
+
+
+class UnfinishedNamespaceError(NotAPartitionedNamespaceError):
+    """The root holds what an interrupted ``create`` left: a ``__manifest`` table with no
+    schema or partition spec and no partition (so no data). ``create`` with the same
+    spec finishes it; ``lp.repair(root)`` (CLI ``repair``) removes it."""
+
+
+class CorruptNamespaceError(PartitionedNamespaceError):
+    """Files a ``__manifest`` version references are missing or damaged (truncated, not a
+    Lance file). Nothing is written on top of such a version; ``files`` names them."""
+
+    def __init__(self, message: str, files: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.files = tuple(files)

@@ -6,15 +6,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import history, layout
-from lance_partitioned.catalog.manifest import (
-    Manifest,
-    check_create_target,
-    manifest_schema,
-)
+from lance_partitioned.catalog import creation, history, layout
+from lance_partitioned.catalog.manifest import Manifest, manifest_schema
 from lance_partitioned.catalog.snapshot import Snapshot, clear_plan_caches
 from lance_partitioned.errors import NotAPartitionedNamespaceError
 from lance_partitioned.facade.base import (
@@ -48,6 +43,7 @@ __all__ = [
     "WriteResult",
     "create",
     "open",
+    "repair",
     "mutator",
     "to_schema",
     "NamespaceHandle",
@@ -83,6 +79,10 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         (object-store credentials, endpoint, region). Raises NamespaceExistsError if
         ``root`` already holds a namespace, SpecError/SchemaError on bad input.
 
+        All or nothing: the namespace appears with one ``__manifest`` commit (its
+        version 2). A root an interrupted create left is accepted: this finishes
+        it (same partition columns) or says to remove it with ``lp.repair(root)``.
+
         Example::
 
             ns = PartitionedNamespace.create("/data/events", schema, "year(event_date), country")
@@ -93,7 +93,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         ns_spec = parse_spec(spec, ns_schema, spec_id=1)
         warn_cyclic_fields(ns_spec, ns_schema)
         manifest = Manifest(root, storage_options)
-        check_create_target(manifest)
+        left = creation.check_create_target(manifest)
         metadata = {**evolution.schema_metadata(ns_schema), ns_spec.key: ns_spec.to_json_str()}
         columns = [pa.field(f.column, f.result_type) for f in ns_spec.fields]
         first_row = pa.Table.from_pylist(
@@ -106,10 +106,7 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
             ],
             schema=manifest_schema(columns),
         )
-        ds = lance.write_dataset(
-            first_row, manifest.uri, mode="create", storage_options=manifest.storage_options
-        )
-        ds.update_metadata(metadata)
+        creation.create_first_version(manifest, first_row, metadata, left)
         return cls(manifest, Snapshot.load(manifest))
 
     @classmethod
@@ -332,6 +329,27 @@ def open(
         if version is None and asof is None and seed003.detect(str(root), storage_options):
             return seed003.Seed003Namespace.open(str(root), storage_options)
         raise
+
+
+def repair(root: str, storage_options: dict[str, str] | None = None) -> list[str]:
+    """Repair the namespace at ``root``; returns what was done, in words (empty: nothing).
+
+    A root that an interrupted ``create`` left (``open`` raises
+    UnfinishedNamespaceError: no schema, spec or data) has its ``__manifest``
+    removed, so that ``create`` can start afresh; anything else is opened and
+    ``ns.repair()`` restores columns a foreign writer dropped. Damaged files
+    (``CorruptNamespaceError``) are not repairable: it raises, naming them, and
+    changes nothing. ``storage_options`` go to Lance for object stores.
+
+    Example::
+
+        for line in lp.repair("/data/events"):
+            print(line)
+    """
+    removed = creation.remove_interrupted(Manifest(str(root), storage_options))
+    if removed:
+        return removed
+    return PartitionedNamespace.open(str(root), storage_options=storage_options).repair()
 
 
 def clear_caches() -> None:

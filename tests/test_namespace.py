@@ -150,18 +150,18 @@ def test_time_travel_by_manifest_version(ns, events):
 
 
 def test_every_listed_version_opens(tmp_path):
-    """``create`` commits an empty ``__manifest`` before its metadata; that first
-    version used to be listed although ``open`` refuses it (VersionNotFoundError)."""
+    """Every ``__manifest`` version on disk is listed and opens (``create`` is one
+    commit; a root created in two commits is in tests/test_create.py)."""
     schema = pa.schema([("id", pa.int64()), ("k", pa.int64())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
     ns.append(pa.table({"id": [1, 2], "k": [1, 2]}, schema=schema))
     ns.delete("k = 1")
     listed = [v["version"] for v in ns.versions()]
     on_disk = [v["version"] for v in lance.dataset(str(tmp_path / "ns" / "__manifest")).versions()]
-    assert listed == on_disk[1:] and listed[-1] == ns.version
+    assert listed == on_disk and listed[-1] == ns.version
     assert [lp.open(ns.root, version=v).count() for v in listed] == [0, 2, 1]
-    with pytest.raises(lp.VersionNotFoundError):
-        lp.open(ns.root, version=on_disk[0])
+    with pytest.raises(lp.VersionNotFoundError, match="the oldest version kept is 2"):
+        lp.open(ns.root, version=1)
 
 
 @local_only

@@ -61,12 +61,6 @@ def test_version_gaps_after_cleanup_are_listed(ns):
         lp.open(ns.root, version=3)
 
 
-def test_a_version_before_the_namespace_was_partitioned_says_so(ns):
-    # create() writes the rows (version 1), then the table metadata (version 2)
-    with pytest.raises(lp.VersionNotFoundError, match="predates the namespace's partition specs"):
-        lp.open(ns.root, version=1)
-
-
 # -- D12: opening and reading never write ---------------------------------------
 
 

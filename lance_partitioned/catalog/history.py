@@ -34,8 +34,8 @@ def versions(manifest: Manifest) -> list[dict[str, Any]]:
     """``__manifest`` versions, oldest first: ``{"version", "timestamp"}`` (naive local time).
 
     Only versions ``lp.open(root, version=N)`` reads: the ones before the
-    namespace's first partition spec (``create`` commits an empty ``__manifest``
-    first, then its metadata) are left out.
+    namespace's first partition spec (an earlier release's ``create`` committed
+    an empty ``__manifest`` first, then its metadata) are left out.
     """
     listed = sorted(manifest.dataset().versions(), key=lambda v: v["version"])
     first = manifest.first_partitioned([v["version"] for v in listed])
@@ -86,6 +86,8 @@ def create_tag(manifest: Manifest, name: str, version: int) -> None:
     ds = manifest.dataset()
     if name in ds.tags.list():
         raise PartitionedNamespaceError(f"tag {name!r} already exists on {manifest.root!r}")
+    # a tag keeps its version from cleanup: never promise to keep a damaged one
+    manifest.check_intact(ds if ds.version == version else manifest.open_checked(version))
     ds.tags.create(name, version)
 
 
@@ -144,14 +146,20 @@ def record_cleanup(
     sidecar.write_json(manifest.storage, path, entries[-CLEANUP_RECORDS_KEPT:])
 
 
-def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
-    """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
-    ``version`` (None: the latest recorded cleanup) and the retention it used."""
+def _cleanups(manifest: Manifest, version: int | None = None) -> list[dict[str, Any]]:
+    """The recorded cleanups (that removed ``__manifest`` version ``version``), oldest first."""
     path = sidecar.path(manifest.uri, CLEANUP_RECORD)
     entries = sidecar.read_json(manifest.storage, path)
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     if version is not None:
         entries = [e for e in entries if version in e.get("manifest_versions", [])]
+    return entries
+
+
+def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
+    """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
+    ``version`` (None: the latest recorded cleanup) and the retention it used."""
+    entries = _cleanups(manifest, version)
     if not entries:
         return (
             "(it was cleaned up: cleanup(older_than=R) removes versions superseded more than "
@@ -189,9 +197,15 @@ def removed_version_error(manifest: Manifest, version: Any) -> VersionNotFoundEr
     if not known or version in known or version > known[-1]:
         return None
     tag_list = ", ".join(f"{n}={v}" for n, v in named.items()) or "none"
+    if version < known[0] and not _cleanups(manifest, version):
+        # before the oldest version, with no cleanup on record: maybe never there
+        # (create's one commit is version 2)
+        why = f"(the oldest version kept is {known[0]})"
+    else:
+        why = _cleanup_note(manifest, version)
     return VersionNotFoundError(
         f"__manifest version {version} of {manifest.root!r} does not exist "
-        f"{_cleanup_note(manifest, version)}; versions are {_ranges(known)}; tags: {tag_list}"
+        f"{why}; versions are {_ranges(known)}; tags: {tag_list}"
     )
 
 

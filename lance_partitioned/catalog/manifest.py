@@ -20,14 +20,13 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.catalog import commit_safety, manifest_index, storage
+from lance_partitioned.catalog import commit_safety, integrity, manifest_index, storage
 from lance_partitioned.catalog.history import removed_version_error
 from lance_partitioned.catalog.layout import join_uri, spec_namespace
 from lance_partitioned.errors import (
     CommitConflictError,
-    NamespaceExistsError,
+    CorruptNamespaceError,
     NotAPartitionedNamespaceError,
-    StorageError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
@@ -80,8 +79,15 @@ def _flags(meta: dict[str, str], key: str) -> int:
         raise UnsupportedFeatureError(f"{key} is not an integer: {raw!r}") from exc
 
 
-def _is_partitioned(ds: lance.LanceDataset | None) -> bool:
+def is_partitioned(ds: lance.LanceDataset | None) -> bool:
+    """Whether ``ds`` (a ``__manifest`` version) has a partition spec in its metadata."""
     return ds is not None and any(k.startswith(SPEC_KEY_PREFIX) for k in ds.metadata)
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """Whether Lance refused a commit because another landed first (its conflict errors
+    have no common class across releases: they are told by name and message)."""
+    return "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower()
 
 
 def _version_ranges(ds: lance.LanceDataset | None) -> str:
@@ -159,13 +165,16 @@ class Manifest:
 
     def first_partitioned(self, versions: list[int]) -> int:
         """The oldest of ``versions`` (ascending, ending with the latest) that has a
-        partition spec; ``create`` commits an empty ``__manifest`` before its
-        metadata. Specs are only ever added, so a binary search opens about
-        log2(len(versions)) of them."""
+        partition spec. ``create`` commits once, with its spec; a namespace an earlier
+        release created has an empty version 1 before it. Specs are only ever added,
+        so a binary search opens about log2(len(versions)) of them (one when the
+        oldest has a spec)."""
+        if versions and is_partitioned(self.dataset(versions[0])):
+            return versions[0]
         lo, hi = 0, len(versions) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if _is_partitioned(self.dataset(versions[mid])):
+            if is_partitioned(self.dataset(versions[mid])):
                 hi = mid
             else:
                 lo = mid + 1
@@ -178,7 +187,10 @@ class Manifest:
 
         Read-only: a version a foreign writer damaged is returned as it is
         (``Snapshot.load`` reads it through ``catalog.repair``; ``ns.repair()``
-        fixes it).
+        fixes it). ``for_write``: the caller commits on top of the result, which
+        is the door every ``__manifest`` commit passes: the store must make
+        commits atomic, writer feature flags must be known, and the version's
+        files must be intact (``check_intact``: CorruptNamespaceError).
         """
         if not self.present():
             self.storage.check_container(self.root)
@@ -198,7 +210,7 @@ class Manifest:
             ) from exc
         meta = ds.metadata
         if not any(k.startswith(SPEC_KEY_PREFIX) for k in meta):
-            if version is not None and _is_partitioned(self._latest_or_none()):
+            if version is not None and is_partitioned(self._latest_or_none()):
                 raise VersionNotFoundError(
                     f"{MANIFEST_DIR} version {ds.version} of {self.root!r} predates the "
                     "namespace's partition specs (it has no partition_spec_v<N> key); "
@@ -221,7 +233,55 @@ class Manifest:
                     f"{self.root!r} needs writer features {wflags:#x} that this version does not support; "
                     "refusing to write"
                 )
+            # every write commits on top of this version: never on top of damage
+            self.check_intact(ds)
         return ds
+
+    def check_intact(self, ds: lance.LanceDataset, cause: BaseException | None = None) -> None:
+        """Raise CorruptNamespaceError when files version ``ds`` references are missing or
+        damaged (``catalog.integrity``: one batched metadata request); return when intact.
+
+        Called before every write (``open_checked(for_write=True)``) and tag, and by
+        reads that failed (``cause``: their error, chained), so that a damaged
+        ``__manifest`` is named as such instead of surfacing Lance's read error.
+        """
+        damage = integrity.damaged_files(ds, self.uri, self.storage)
+        if damage:
+            raise self._corrupt(ds, damage) from cause
+
+    def _corrupt(
+        self, ds: lance.LanceDataset, damage: list[integrity.Damage]
+    ) -> CorruptNamespaceError:
+        named = "; ".join(f"{MANIFEST_DIR}/{d}" for d in damage[:5])
+        more = f" and {len(damage) - 5} more" if len(damage) > 5 else ""
+        intact = self.newest_intact(ds.version)
+        earlier = (
+            f"the newest intact version is {intact} (lp.open(root, version={intact}) reads it)"
+            if intact is not None
+            else "no earlier version is intact"
+        )
+        return CorruptNamespaceError(
+            f"{MANIFEST_DIR} version {ds.version} of {self.root!r} is damaged: {len(damage)} "
+            f"file(s) it references are missing or damaged: {named}{more}. Nothing is written "
+            f"on top of it; restore the file(s) from a backup ({earlier})",
+            files=tuple(join_uri(self.uri, d.path) for d in damage),
+        )
+
+    def newest_intact(self, below: int, look_back: int = 50) -> int | None:
+        """The newest partitioned ``__manifest`` version under ``below`` whose files are
+        all intact (of the ``look_back`` versions under it), or None."""
+        try:
+            listed = sorted((v["version"] for v in self.dataset(below).versions()), reverse=True)
+        except Exception:  # what cannot be listed cannot be offered
+            return None
+        for v in [v for v in listed if v < below][:look_back]:
+            try:
+                ds = self.dataset(v)
+                if is_partitioned(ds) and not integrity.damaged_files(ds, self.uri, self.storage):
+                    return v
+            except Exception:  # unreadable: not intact
+                continue
+        return None
 
     def _latest_or_none(self) -> lance.LanceDataset | None:
         try:
@@ -232,7 +292,7 @@ class Manifest:
     def _missing_version(self, version: int | str, exc: Exception) -> None:
         """Raise VersionNotFoundError naming what exists, when the namespace itself opens."""
         latest = self._latest_or_none()
-        if not _is_partitioned(latest):
+        if not is_partitioned(latest):
             return  # not a namespace at all: the caller says so
         assert latest is not None
         if isinstance(version, str):
@@ -308,7 +368,7 @@ class Manifest:
             )
         except Exception as exc:  # lance.commit.CommitConflictError and friends
             self._discard_uncommitted(txn, base.version)
-            if "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower():
+            if is_commit_conflict(exc):
                 raise CommitConflictError(
                     f"__manifest of {self.root!r} changed concurrently (read at version {base.version}); "
                     f"the write was not published and can be retried: {exc}"
@@ -455,27 +515,3 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def is_in(column: pa.Array, values: Sequence[Any]) -> pa.Array:
     return pc.is_in(column, value_set=pa.array(values, type=column.type))
-
-
-def check_create_target(manifest: Manifest) -> None:
-    """Raise unless ``manifest.root`` can take a new namespace; reads only.
-
-    Refused: a missing bucket, a root that is a file, a root that already holds
-    a ``__manifest`` (``NamespaceExistsError``) or something else by that name,
-    a root that is itself a Lance dataset, and a store whose commits are not
-    atomic (``UnsafeStoreError``).
-    """
-    st = manifest.storage
-    st.check_container(manifest.root)
-    if manifest.present():
-        raise NamespaceExistsError(f"{manifest.root!r} already contains a {MANIFEST_DIR} table")
-    if st.exists(manifest.uri):
-        raise StorageError(
-            f"{manifest.root!r} holds a {MANIFEST_DIR} that is not a Lance table; "
-            "choose an empty root"
-        )
-    if st.is_dir(join_uri(manifest.root, "_versions")):
-        raise StorageError(
-            f"{manifest.root!r} is a Lance dataset, not a namespace root; choose an empty root"
-        )
-    manifest.check_writable()

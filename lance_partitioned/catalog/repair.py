@@ -40,10 +40,11 @@ from lance_partitioned.catalog.manifest import (
     READ_MIRROR_KEYS,
     SPEC_KEY_PREFIX,
     Manifest,
+    is_commit_conflict,
     manifest_schema,
 )
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, parse_partition_value
-from lance_partitioned.errors import NamespaceDamagedError
+from lance_partitioned.errors import CorruptNamespaceError, NamespaceDamagedError
 from lance_partitioned.format.spec import PartitionSpec
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,20 @@ def rebuild(
     return pa.Table.from_pylist(out, schema=schema), notes, sorted(lost)
 
 
+def latest_to_repair(manifest: Manifest) -> lance.LanceDataset:
+    """The latest ``__manifest`` version, checked as for a write. Damaged files are beyond
+    repair: CorruptNamespaceError says what repair can and cannot fix."""
+    try:
+        return manifest.open_checked(for_write=True)
+    except CorruptNamespaceError as exc:
+        raise CorruptNamespaceError(
+            f"cannot repair {manifest.root!r}: {exc}. Repair restores __manifest columns a "
+            "foreign writer dropped and removes what an interrupted create left; it cannot "
+            "rebuild damaged files, and it changes nothing",
+            files=exc.files,
+        ) from exc
+
+
 def repair(manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5) -> list[str]:
     """Restore our columns on top of ``damaged`` (the latest version), in one commit.
 
@@ -233,7 +248,7 @@ def repair(manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5) -
                 max_retries=0,
             )
         except Exception as exc:
-            if "conflict" not in str(exc).lower() and "conflict" not in type(exc).__name__.lower():
+            if not is_commit_conflict(exc):
                 raise
             damaged = manifest.dataset()  # someone committed (or repaired) meanwhile
             continue

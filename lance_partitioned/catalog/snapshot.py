@@ -19,7 +19,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.catalog import history, layout, repair
+from lance_partitioned.catalog import creation, history, layout, repair
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.leaf_table import (  # noqa: F401  (Leaf, paused_gc: re-exported)
     LEAF_COLUMNS,
@@ -45,6 +45,7 @@ from lance_partitioned.catalog.manifest_query import (
 from lance_partitioned.catalog.row_counts import trusted_counts
 from lance_partitioned.catalog.version_cache import VersionCache
 from lance_partitioned.errors import (
+    CorruptNamespaceError,
     NamespaceDamagedError,
     NotAPartitionedNamespaceError,
     SpecError,
@@ -164,7 +165,11 @@ class Snapshot:
         raises NamespaceDamagedError (``ns.repair()`` fixes it) and writer
         feature flags are checked.
         """
-        ds = manifest.open_checked(version, for_write=for_write)
+        try:
+            ds = manifest.open_checked(version, for_write=for_write)
+        except NotAPartitionedNamespaceError as exc:
+            creation.raise_if_interrupted(manifest, exc)
+            raise
         schema, specs, problem, prepared = _parse_metadata(manifest.root, ds.metadata)
         snapshot = cls(manifest, ds, schema, dict(specs), prepared_filters=prepared)
         if problem is not None:
@@ -285,7 +290,18 @@ class Snapshot:
             )
         except Exception as exc:
             self.raise_if_cleaned_up(exc)
+            self.raise_if_damaged(exc)
             raise
+
+    def raise_if_damaged(self, exc: BaseException) -> None:
+        """After a failed read of ``__manifest`` rows: raise CorruptNamespaceError (``exc``
+        chained) when files of this version are missing or damaged; else return."""
+        try:
+            self.manifest.check_intact(self.dataset, cause=exc)
+        except CorruptNamespaceError:
+            raise
+        except Exception:  # explaining must never hide the original error
+            return
 
     def leaves_by_id(self, object_ids: Collection[str]) -> dict[str, Leaf]:
         """The named leaves that exist, by object id: indexed lookups, not a full read."""

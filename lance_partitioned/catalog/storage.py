@@ -242,13 +242,31 @@ class Storage:
     def exists(self, uri: str) -> bool:
         return self.info(uri) is not None
 
-    def missing(self, uris: Iterable[str]) -> list[str]:
-        """Those of ``uris`` that do not exist (one batched metadata call)."""
+    def infos(self, uris: Iterable[str]) -> list[Entry | None]:
+        """``info`` of each of ``uris``, in order (one batched metadata call)."""
         wanted = list(uris)
         if not wanted:
             return []
-        infos = self._call(wanted[0], lambda: self.fs.get_file_info([self.path(u) for u in wanted]))
-        return [u for u, fi in zip(wanted, infos, strict=True) if fi.type == pafs.FileType.NotFound]
+        found = self._call(wanted[0], lambda: self.fs.get_file_info([self.path(u) for u in wanted]))
+        return [
+            None if fi.type == pafs.FileType.NotFound else _entry(u, fi)
+            for u, fi in zip(wanted, found, strict=True)
+        ]
+
+    def missing(self, uris: Iterable[str]) -> list[str]:
+        """Those of ``uris`` that do not exist (one batched metadata call)."""
+        wanted = list(uris)
+        return [u for u, e in zip(wanted, self.infos(wanted), strict=True) if e is None]
+
+    def read_tail(self, uri: str, size: int, n: int) -> bytes:
+        """The last ``n`` bytes of the file at ``uri`` of ``size`` bytes (fewer if shorter)."""
+        start = max(size - n, 0)
+
+        def read() -> bytes:
+            with self.fs.open_input_file(self.path(uri)) as fh:
+                return fh.read_at(size - start, start)
+
+        return self._call(uri, read)
 
     def is_dir(self, uri: str) -> bool:
         """A directory (local) or a prefix that has objects under it (object stores)."""

@@ -159,8 +159,13 @@ def validate(ctx: Context) -> int:
 @click.command()
 @shared_options
 def repair(ctx: Context) -> None:
-    """Restore __manifest columns a foreign writer dropped (after a foreign write only)."""
-    done = ctx.open().repair()
+    """Restore __manifest columns a foreign writer dropped, or remove what an interrupted
+    create left (no data); exit 1, changing nothing, when __manifest files are damaged."""
+    import lance_partitioned as lp
+
+    if ctx.version is not None:  # a pinned handle refuses, saying why
+        ctx.open().repair()
+    done = lp.repair(ctx.root, storage_options=ctx.storage_options)
     _done(ctx, {"repaired": done}, "\n".join(done) if done else "nothing to repair")
 
 

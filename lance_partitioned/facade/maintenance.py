@@ -74,13 +74,15 @@ class MaintenanceMethods(NamespaceHandle):
         refuse with NamespaceDamagedError until this is called. Values come from
         the newest intact ``__manifest`` version, else the metadata mirror
         (FORMAT.md §5). Returns what was done, in words (empty: nothing to repair).
+        Files a ``__manifest`` version references that are missing or damaged
+        cannot be repaired: CorruptNamespaceError names them, and nothing changes.
 
         Example::
 
             for line in ns.repair():
                 print(line)
         """
-        done = repair.repair(self._manifest, self._manifest.open_checked(for_write=True))
+        done = repair.repair(self._manifest, repair.latest_to_repair(self._manifest))
         self.refresh()
         return done
 
@@ -88,8 +90,8 @@ class MaintenanceMethods(NamespaceHandle):
         """``__manifest`` versions, oldest first: ``{"version", "timestamp"}`` each.
 
         Every commit (write, delete, evolution, compaction) adds one; each is a
-        consistent snapshot that ``lp.open(root, version=N)`` reads (the empty
-        ``__manifest`` that ``create`` commits before its metadata is not listed).
+        consistent snapshot that ``lp.open(root, version=N)`` reads (a namespace an
+        earlier release created also has an empty version 1, which is not listed).
 
         Example::
 

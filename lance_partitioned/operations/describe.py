@@ -12,6 +12,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, layout
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_value
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
+from lance_partitioned.errors import CorruptNamespaceError
 from lance_partitioned.format.filters.render import render_literal
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.leaf_schema import check_leaf
@@ -23,6 +24,9 @@ def validate(snap: Snapshot) -> list[str]:
 
     Returns the inconsistencies found (an empty list when all is well); reads
     of an inconsistent partition raise instead of returning wrong data.
+    Files of the ``__manifest`` version that are missing or damaged are the one
+    problem reported then (``CorruptNamespaceError``'s message, naming them):
+    without its rows no partition can be checked.
     Also reports a current partition spec that fails validation (it names a
     dropped or unknown column; writes refuse until a valid spec is added),
     and leaf columns whose field id is above the namespace's high-water mark
@@ -31,6 +35,10 @@ def validate(snap: Snapshot) -> list[str]:
     of a zoned column, in its zone) differ from the partition's: written by
     0.1, which computed them in UTC; ``rewrite_partitions()`` fixes them.
     """
+    try:  # a damaged __manifest: its rows, hence the partitions, cannot be read
+        snap.manifest.check_intact(snap.dataset)
+    except CorruptNamespaceError as exc:
+        return [str(exc)]
     problem = spec_problem(snap)  # open() warns and writes refuse; say so here too
     problems: list[str] = [] if problem is None else [problem]
     try:
