@@ -149,3 +149,22 @@ def test_repair_removes_nothing_that_is_not_an_interrupted_create(tmp_path):
         assert not isinstance(err.value, lp.UnfinishedNamespaceError)
         assert run("repair", r, ok=1).stderr.startswith("error: ")
     assert {r: tree_digest(r) for r in digests} == digests
+
+
+def test_on_s3_an_unfinished_root_is_recognised_and_removed(s3_server, monkeypatch):
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    bucket = s3_server.new_bucket()
+    root, other = f"s3://{bucket}/ns", f"s3://{bucket}/other"
+    old_first_commit(root, {"partition_field_k": pa.int64()})
+    old_first_commit(other, {"partition_field_k": pa.int64()})
+    with pytest.raises(lp.UnfinishedNamespaceError, match="unfinished namespace"):
+        lp.open(root)
+    assert "removed __manifest" in lp.repair(root)[0]
+    client = s3_server.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert keys and all(k.startswith("other/") for k in keys)  # only the other root is left
+    lp.create(root, SCHEMA, "k").append(ROWS)
+    lp.create(other, SCHEMA, "k").append(ROWS)  # finishes it
+    assert lp.open(root).count() == lp.open(other).count() == ROWS.num_rows
+    assert len(lance.dataset(f"{root}/__manifest").versions()) == 2  # create + append

@@ -66,7 +66,7 @@ class Leftover:
 def interrupted_create(manifest: Manifest) -> Leftover | None:
     """What an interrupted create left at ``manifest.root``, or None (nothing there, a
     namespace, or something else). Reads only."""
-    if not manifest.storage.exists(manifest.uri):
+    if not manifest.storage.is_dir(manifest.uri):  # nothing there, or a file by that name
         return None
     try:
         ds = manifest.dataset()

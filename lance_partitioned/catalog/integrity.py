@@ -7,8 +7,9 @@ removed opens, accepts such commits on top, and fails only later, with Lance's
 own error. Every write checks first (``Manifest.check_intact``), and reads that
 fail ask here what is wrong.
 
-The check is one batched metadata request for the files the version references
-(``__manifest`` keeps few: compaction merges them): each data file must exist
+The check is one metadata request per file the version references, batched or
+sent together (``Storage.infos``; ``__manifest`` keeps few: compaction merges
+them); each data file must exist
 with the size its version recorded (or, when none was recorded, end with the
 Lance file magic), each deletion file must exist. Damage that keeps a file's
 size (bytes changed in place) is not seen here; reading the rows finds it.

@@ -239,7 +239,7 @@ class Manifest:
 
     def check_intact(self, ds: lance.LanceDataset, cause: BaseException | None = None) -> None:
         """Raise CorruptNamespaceError when files version ``ds`` references are missing or
-        damaged (``catalog.integrity``: one batched metadata request); return when intact.
+        damaged (``catalog.integrity``: metadata requests only); return when intact.
 
         Called before every write (``open_checked(for_write=True)``) and tag, and by
         reads that failed (``cause``: their error, chained), so that a damaged

@@ -32,6 +32,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +58,8 @@ from lance_partitioned.errors import StorageError
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
 REQUEST_TIMEOUT_S = 30.0
 _OBJECT_SCHEMES = ("s3", "gs", "az")
+# Metadata requests ``infos`` sends at once to an object store.
+_PARALLEL_REQUESTS = 16
 
 
 @dataclass(frozen=True)
@@ -243,11 +246,18 @@ class Storage:
         return self.info(uri) is not None
 
     def infos(self, uris: Iterable[str]) -> list[Entry | None]:
-        """``info`` of each of ``uris``, in order (one batched metadata call)."""
+        """``info`` of each of ``uris``, in order: one batched metadata call on local
+        disk; on object stores one request each, sent together (pyarrow sends a
+        batch one request after another: 30 HEADs cost 30 round trips)."""
         wanted = list(uris)
         if not wanted:
             return []
-        found = self._call(wanted[0], lambda: self.fs.get_file_info([self.path(u) for u in wanted]))
+        paths = [self.path(u) for u in wanted]
+        if self.is_local or len(paths) == 1:
+            found = self._call(wanted[0], lambda: self.fs.get_file_info(paths))
+        else:
+            with ThreadPoolExecutor(min(len(paths), _PARALLEL_REQUESTS)) as pool:
+                found = self._call(wanted[0], lambda: list(pool.map(self.fs.get_file_info, paths)))
         return [
             None if fi.type == pafs.FileType.NotFound else _entry(u, fi)
             for u, fi in zip(wanted, found, strict=True)
