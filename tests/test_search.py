@@ -477,9 +477,9 @@ def test_accelerator_cuda_trains_ivf_on_the_gpu(ns):
 
 
 def test_filter_on_a_column_renamed_after_the_leaves_were_written(ns, parts):
-    ns.rename_column("id", "pid")  # leaves still call it "id": matched by field id
+    ns.rename_column("id", "pid")  # the leaves are renamed too (issue 28 B6)
     task = ns.plan()[0]
-    assert "id" in lance.dataset(task.uri, version=task.read_version).schema.names
+    assert "pid" in lance.dataset(task.uri, version=task.read_version).schema.names
     q = np.random.default_rng(6).normal(size=DIM).astype(np.float32)
     got = ns.search(q, k=5, filter="pid % 7 = 3", columns=["pid"])
     rows = parts.filter(pa.compute.equal(pa.compute.modulo(parts["id"], 7), 3))
