@@ -416,3 +416,21 @@ def test_create_refuses_names_lance_cannot_store(tmp_path, schema):
     with pytest.raises(lp.SchemaError, match=r"backtick|struct path"):
         lp.create(str(tmp_path / "ns"), schema, "k")
     assert not (tmp_path / "ns").exists()
+
+
+def test_write_into_a_lagging_leaf_and_drop_column_on_every_store(store):
+    """B5 and B6 on local files and S3: the widening's new files, the Project of a drop."""
+    schema = pa.schema(
+        [pa.field("p", pa.int32()), pa.field("k", pa.int32()), pa.field("c", pa.string())]
+    )
+    ns = lp.create(store.root("lag"), schema, "p")
+    ns.append(pa.table({"p": [1, 1, 2], "k": [1, 2, 3], "c": ["x", "y", "z"]}, schema=schema))
+    ns.delete("k = 2")  # a deletion file the widening must keep
+    ns.widen_column("k", pa.int64())
+    ns.append(pa.table({"p": pa.array([1], pa.int32()), "k": [3_000_000_000], "c": ["w"]}))
+    assert sorted(ns.scan().to_arrow()["k"].to_pylist()) == [1, 3, 3_000_000_000]
+    assert ns.count("k > 2147483647") == 1
+    ns.drop_column("c")
+    ns.add_column("c", pa.string())
+    assert ns.scan().to_arrow()["c"].null_count == 3
+    assert [p for p in ns.validate() if "lags" not in p] == []
