@@ -350,3 +350,16 @@ def test_evolving_to_the_current_spec_writes_nothing(ns):
     # another order is another spec: it is added as before
     assert ns.evolve_spec("country, year(event_date)").spec_id == 2
     assert lp.open(ns.root).specs.keys() == {1, 2}
+
+
+def test_unknown_storage_option_warns_naming_it(ns):
+    import uuid
+    import warnings
+
+    bogus = f"bogus_option_{uuid.uuid4().hex[:8]}"  # the store is built once per options
+    with pytest.warns(lp.UnknownStorageOptionWarning, match=bogus):
+        assert lp.open(ns.root, storage_options={bogus: "1"}).count() == 50
+    known = {"allow_http": "true", "timeout": "30s", "AWS_REGION": "x", "Connect_Timeout": "5s"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lp.UnknownStorageOptionWarning)
+        assert lp.open(ns.root, storage_options=known).count() == 50
