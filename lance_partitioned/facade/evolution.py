@@ -33,7 +33,9 @@ class EvolutionMethods(NamespaceHandle):
 
         ``spec`` is anything ``create`` accepts. Existing partitions stay under
         their own spec version and reads prune each version by its own spec.
-        Returns the new ``PartitionSpec``.
+        Returns the new ``PartitionSpec``. A ``spec`` equal to the current one
+        (the same fields in the same order) changes nothing: no version is
+        written and the current spec is returned.
 
         Example::
 
