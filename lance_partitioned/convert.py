@@ -28,12 +28,13 @@ from lance_partitioned.errors import (
     NamespaceDamagedError,
     NamespaceExistsError,
     UnsupportedFeatureError,
+    lance_boundary,
 )
 from lance_partitioned.namespace import PartitionedNamespace
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.seed003_read import Seed003Scan, Seed003Snapshot
-from lance_partitioned.operations.write import WriteJob
+from lance_partitioned.operations.write import WriteJob, check_write_sizes
 
 STAGING_MARK = ".lp-convert-"
 
@@ -81,6 +82,7 @@ def _refuse_destination_inside(src: str, target: str) -> None:
         )
 
 
+@lance_boundary
 def convert(
     src: str,
     dst: str,
@@ -108,6 +110,7 @@ def convert(
         lp.open("/data/events").validate()  # []
     """
     src, dst = str(src), str(dst)
+    check_write_sizes(max_buffer_bytes=max_buffer_bytes, max_rows_per_file=max_rows_per_file)
     layout = seed003.load(src, storage_options)
     store, target = _destination_dir(dst)
     _refuse_destination_inside(src, target)

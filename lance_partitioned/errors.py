@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import numbers
+import re
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
 
 class PartitionedNamespaceError(Exception):
     """Base class of every error this library raises on purpose."""
@@ -117,3 +124,198 @@ class CorruptNamespaceError(PartitionedNamespaceError):
     def __init__(self, message: str, files: tuple[str, ...] = ()):
         super().__init__(message)
         self.files = tuple(files)
+
+
+class InvalidArgumentError(PartitionedNamespaceError, ValueError):
+    """An argument is outside what it may be: a size or count that must be a positive
+    integer (``max_rows_per_file``, ``batch_size``, ``target_rows_per_fragment``, ...).
+    Raised before anything is read or written; the message names the argument."""
+
+
+class UnknownStorageOptionWarning(UserWarning):
+    """A storage option key is not one Lance or this library is known to read.
+
+    Warned, not refused: Lance and ``object_store`` add keys between versions, so the
+    list this library checks against (``catalog.storage_options``) cannot be complete.
+    An unknown key is usually a misspelling, and Lance ignores it silently."""
+
+
+# Sizes are handed to Lance as unsigned 64-bit integers; stay within the signed range.
+_MAX_SIZE = 2**63 - 1
+
+
+def positive_int(name: str, value: object) -> int:
+    """``value`` as an ``int`` if it is a positive integer, else InvalidArgumentError naming
+    ``name``. ``bool`` is refused although Python counts it as an int.
+
+    Example::
+
+        positive_int("max_rows_per_file", 0)  # InvalidArgumentError
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) <= 0:
+        raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+    if int(value) > _MAX_SIZE:
+        raise InvalidArgumentError(f"{name} must be at most 2**63 - 1, got {value!r}")
+    return int(value)
+
+
+# Lance's errors carry the Rust source location: ", /…/planner.rs:1100:20" or
+# ", /rustc/<hash>/library/core/src/ops/function.rs:250:5"
+_RUST_PATH = re.compile(r",?\s*\S*/[\w./-]+\.rs:\d+:\d+")
+
+
+def lance_message(exc: BaseException) -> str:
+    """``str(exc)`` without the Rust source paths Lance appends (and pyarrow's
+    ``External error:`` prefix): what a user may be shown."""
+    text = _RUST_PATH.sub("", str(exc)).strip()
+    return text.removeprefix("External error: ")
+
+
+def shows_rust_path(text: str) -> bool:
+    """Whether ``text`` holds a Rust source path (what ``lance_message`` removes)."""
+    return _RUST_PATH.search(text) is not None
+
+
+class LanceError(PartitionedNamespaceError):
+    """Lance failed an operation on the namespace's files: a damaged or missing data file,
+    a filter Lance cannot evaluate on some partition's rows, an internal Lance error.
+
+    The message is Lance's without its Rust source paths, naming the partition when one
+    was being read; Lance's own exception is ``__cause__`` (the command line's ``--debug``
+    shows it). Every instance is also of the builtin kind Lance raised (``OSError``,
+    ``FileNotFoundError``, ``ValueError``, ``TypeError``, ``RuntimeError``,
+    ``NotImplementedError``), so code catching Lance's errors by kind still catches it.
+    A Lance panic (``pyo3_runtime.PanicException``, which ``except Exception`` misses)
+    becomes a ``RuntimeError`` one."""
+
+
+class LanceOSError(LanceError, OSError):
+    """A ``LanceError`` from a Lance ``OSError``."""
+
+
+class LanceFileNotFoundError(LanceError, FileNotFoundError):
+    """A ``LanceError`` from a Lance ``FileNotFoundError``."""
+
+
+class LanceValueError(LanceError, ValueError):
+    """A ``LanceError`` from a Lance ``ValueError`` (pyarrow's ``ArrowInvalid`` too)."""
+
+
+class LanceTypeError(LanceError, TypeError):
+    """A ``LanceError`` from a Lance ``TypeError``."""
+
+
+class LanceNotImplementedError(LanceError, NotImplementedError):
+    """A ``LanceError`` from a Lance ``NotImplementedError``."""
+
+
+class LanceRuntimeError(LanceError, RuntimeError):
+    """A ``LanceError`` from a Lance ``RuntimeError``, a panic, or any other kind."""
+
+
+# most specific first: the first kind the original is an instance of
+_KINDS: tuple[tuple[type[BaseException], type[LanceError]], ...] = (
+    (FileNotFoundError, LanceFileNotFoundError),
+    (OSError, LanceOSError),
+    (NotImplementedError, LanceNotImplementedError),
+    (RuntimeError, LanceRuntimeError),
+    (ValueError, LanceValueError),
+    (TypeError, LanceTypeError),
+)
+
+
+def _is_panic(exc: BaseException) -> bool:
+    # pyo3's PanicException derives from BaseException and has no importable home
+    return type(exc).__name__ == "PanicException"
+
+
+def lance_error(exc: BaseException, where: str | None = None) -> LanceError:
+    """The ``LanceError`` of the same kind as Lance's ``exc``: its message without Rust
+    source paths, after ``where`` (what was being done) when given. Raise it ``from exc``."""
+    kind = next((ours for base, ours in _KINDS if isinstance(exc, base)), LanceRuntimeError)
+    message = lance_message(exc) or type(exc).__name__
+    if _is_panic(exc):
+        message = f"Lance stopped on an internal error (a panic): {message}"
+    return kind(f"{where}: {message}" if where else message)
+
+
+def raise_for_user(exc: BaseException, where: str | None = None) -> NoReturn:
+    """Raise ``exc`` as a user may see it: never with a Rust source path in its message.
+
+    One of ours is raised itself, its message cleaned if it quotes Lance's. Another
+    ``Exception`` (or a Lance panic) becomes a ``LanceError`` chained to it when
+    ``where`` is given (a partition being read: every error there is Lance's or
+    Arrow's) or when its message shows a Rust source path; otherwise it is raised
+    unchanged, as is anything that is not an error (``KeyboardInterrupt``,
+    ``GeneratorExit``).
+    """
+    if isinstance(exc, PartitionedNamespaceError):
+        if len(exc.args) == 1 and isinstance(exc.args[0], str) and shows_rust_path(exc.args[0]):
+            exc.args = (_RUST_PATH.sub("", exc.args[0]).strip(),)
+        raise exc
+    if _is_panic(exc) or (
+        isinstance(exc, Exception) and (where is not None or shows_rust_path(str(exc)))
+    ):
+        raise lance_error(exc, where) from exc
+    raise exc
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def lance_boundary(fn: F) -> F:
+    """Wrap ``fn`` (a function or a generator function), where Lance's errors reach a
+    user, so that what it raises goes through ``raise_for_user``.
+
+    Example::
+
+        @lance_boundary
+        def count(self) -> int: ...
+    """
+    if getattr(fn, "_lance_boundary", False):
+        return fn
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return (yield from fn(*args, **kwargs))
+            except BaseException as exc:
+                raise_for_user(exc)
+
+        wrapper: Any = stream
+    else:
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except BaseException as exc:
+                raise_for_user(exc)
+
+        wrapper = call
+    wrapper._lance_boundary = True
+    return wrapper  # type: ignore[no-any-return]
+
+
+C = TypeVar("C", bound=type)
+
+
+def lance_boundaries(cls: C) -> C:
+    """Make every public method of ``cls`` (inherited ones and class methods too) a
+    ``lance_boundary``: the class is a surface users call.
+
+    Example::
+
+        @lance_boundaries
+        class Scan: ...
+    """
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        member = inspect.getattr_static(cls, name)
+        if isinstance(member, (classmethod, staticmethod)) and inspect.isfunction(member.__func__):
+            setattr(cls, name, type(member)(lance_boundary(member.__func__)))
+        elif inspect.isfunction(member):
+            setattr(cls, name, lance_boundary(member))
+    return cls

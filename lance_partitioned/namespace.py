@@ -11,7 +11,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import creation, history, layout
 from lance_partitioned.catalog.manifest import Manifest, manifest_schema
 from lance_partitioned.catalog.snapshot import Snapshot, clear_plan_caches
-from lance_partitioned.errors import NotAPartitionedNamespaceError
+from lance_partitioned.errors import NotAPartitionedNamespaceError, lance_boundaries
 from lance_partitioned.facade.base import (
     NamespaceHandle,
     SchemaLike,
@@ -34,7 +34,7 @@ from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.scan import Scan, ScanPlan
 from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.write import WriteJob
+from lance_partitioned.operations.write import WriteJob, check_write_sizes
 
 __all__ = [
     "PartitionedNamespace",
@@ -55,11 +55,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@lance_boundaries
 class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
     """A Lance partitioned namespace (seed 000) rooted at ``root``.
 
     Reads are pinned to one ``__manifest`` version (``version``); writes always
-    plan against the latest version and publish with one atomic commit.
+    plan against the latest version and publish with one atomic commit. Every
+    public method is where Lance's errors reach a user (``errors.lance_boundary``):
+    none shows a Rust source path, and Lance's own exception stays ``__cause__``.
     """
 
     @classmethod
@@ -147,7 +150,8 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         schema). ``options``: ``max_buffer_bytes`` (the write's memory budget, default
         1 GiB: the rows it buffers stay within it, and on Linux so does the growth of
         the process's resident memory while at least a quarter of it is buffered;
-        see "Memory of a write" in docs/TRANSACTIONS.md), ``max_rows_per_file`` and
+        see "Memory of a write" in docs/TRANSACTIONS.md), ``max_rows_per_file`` (both
+        positive integers, else InvalidArgumentError before anything is written) and
         ``progress`` (None: a bar on a terminal; True/False; or a callable receiving
         ``ProgressEvent``s of rows written).
         Returns a ``WriteResult``.
@@ -182,6 +186,8 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         max_rows_per_file: int = 1 << 20,
         progress: ProgressLike = None,
     ) -> WriteResult:
+        # refused before the lease, so a bad size changes nothing on disk
+        check_write_sizes(max_buffer_bytes=max_buffer_bytes, max_rows_per_file=max_rows_per_file)
         task = "append" if mode is WriteMode.APPEND else "overwrite"
         with reporter(progress, task, "rows") as rows, WriteJob.begin(self._manifest, mode) as job:
             # a table's size is known up front; a stream's is not
@@ -205,8 +211,9 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
 
         ``filter`` is SQL text, a pyarrow ``Expression``, a DataFusion ``Expr`` or
         None; it prunes partitions through ``__manifest`` and runs inside each leaf,
-        so results are exact. ``columns`` projects (default all); ``batch_size``
-        bounds the batches streamed. Call ``to_arrow()``, ``to_batches()``,
+        so results are exact. ``columns`` projects (default all), each column named
+        once (a repeated name raises SchemaError, an unknown one ColumnNotFoundError);
+        ``batch_size``, a positive integer, bounds the batches streamed. Call ``to_arrow()``, ``to_batches()``,
         ``to_reader()``, ``to_pandas()``, ``to_duckdb()``, ``to_polars()``,
         ``count()`` or ``explain()`` on the result.
 

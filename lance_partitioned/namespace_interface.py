@@ -24,6 +24,11 @@ What it answers, from one pinned ``__manifest`` version:
   000 Read Behavior), and with ``load_detailed_metadata`` the namespace schema
   (upstream's JsonArrowSchema) and the leaf's row count.
 
+An id is a path of names (``["v1", "k7m2..."]``); a name holding the separator
+``$`` names nothing (``NamespaceNotFoundError`` / ``TableNotFoundError``). A
+``limit`` must be a positive integer (``InvalidInputError``). Lance's errors
+reach clients without Rust source paths (``errors.lance_boundary``).
+
 Every other operation (create, drop, insert, delete, alter, index, tag, ...)
 raises ``UnsupportedOperationError`` naming ``lance_partitioned``'s API: a
 write must go through one ``__manifest`` commit that a generic client cannot
@@ -36,11 +41,16 @@ from typing import Any
 
 import lance_namespace as ln
 from lance_namespace import LanceNamespace, UnsupportedOperationError
-from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
+from lance_namespace.errors import (
+    InvalidInputError,
+    NamespaceNotFoundError,
+    TableNotFoundError,
+)
 from lance_namespace_urllib3_client.models import TableBasicStats
 
 from lance_partitioned.catalog import layout, storage
 from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
+from lance_partitioned.errors import lance_boundaries
 from lance_partitioned.format.namespace_models import schema_to_model
 from lance_partitioned.namespace import PartitionedNamespace
 
@@ -60,15 +70,31 @@ READ_OPERATIONS = frozenset(
 
 
 def _page(names: list[str], token: str | None, limit: int | None) -> tuple[list[str], str | None]:
-    """Names after ``token`` (the last name of the previous page), at most ``limit``."""
+    """Names after ``token`` (the last name of the previous page), at most ``limit``.
+
+    ``limit`` is None (every name) or a positive integer, else InvalidInputError: with
+    ``limit=0`` no page could carry the token that says where the listing goes on.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"limit must be a positive integer (or None), got {limit!r}")
     names = sorted(set(names))
     if token:
         names = [n for n in names if n > token]
-    if limit is not None and limit >= 0 and len(names) > limit:
-        return names[:limit], names[limit - 1] if limit else None
+    if limit is not None and len(names) > limit:
+        return names[:limit], names[limit - 1]
     return names, None
 
 
+def _object_id(path: list[str]) -> str | None:
+    """The ``__manifest`` object id of an id path, None when a part holds the separator:
+    ``["v1$abc"]`` is one part named ``v1$abc``, which names no object (the partition
+    namespace ``v1$abc`` is ``["v1", "abc"]``)."""
+    if any(layout.SEPARATOR in part for part in path):
+        return None
+    return layout.join_id(*path)
+
+
+@lance_boundaries
 class PartitionedLanceNamespace(LanceNamespace):
     """A read-only ``LanceNamespace`` over the partitioned namespace at ``root`` (module doc)."""
 
@@ -114,25 +140,29 @@ class PartitionedLanceNamespace(LanceNamespace):
                 out.append(parts[-1])
         return out
 
+    def _missing(self, what: str, path: list[str]) -> str:
+        """The message for an id ``path`` that names no ``what`` (namespace or table)."""
+        shown = f"no {what} {path!r} in {self._ns.root!r} (version {self._ns.version})"
+        if _object_id(path) is None:
+            return (
+                f"{shown}: an id part may not hold {layout.SEPARATOR!r}; pass the path as "
+                f"separate parts, e.g. {layout.split_id(layout.join_id(*path))!r}"
+            )
+        return shown
+
     def _require_namespace(self, path: list[str]) -> None:
         if not path:
             return
-        row = self._rows.get(layout.join_id(*path))
+        row = self._rows.get(_object_id(path) or "")
         if row is None or row["object_type"] != "namespace":
-            raise NamespaceNotFoundError(
-                f"no namespace {layout.join_id(*path)!r} in {self._ns.root!r} "
-                f"(version {self._ns.version})"
-            )
+            raise NamespaceNotFoundError(self._missing("namespace", path))
 
     def _table_row(self, path: list[str]) -> dict[str, Any]:
         if len(path) >= 2:
             self._require_namespace(path[:-1])
-        row = self._rows.get(layout.join_id(*path)) if path else None
+        row = self._rows.get(_object_id(path) or "") if path else None
         if row is None or row["object_type"] != "table":
-            raise TableNotFoundError(
-                f"no table {layout.join_id(*path)!r} in {self._ns.root!r} "
-                f"(version {self._ns.version})"
-            )
+            raise TableNotFoundError(self._missing("table", path))
         return row
 
     # -- namespaces -----------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from lance_partitioned.catalog import seed003
-from lance_partitioned.errors import UnsupportedFeatureError
+from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.scan import ScanTask
@@ -29,6 +29,7 @@ def detect(root: str, storage_options: dict[str, str] | None = None) -> bool:
     return seed003.is_seed003(seed003.manifest_metadata(str(root), storage_options))
 
 
+@lance_boundaries
 class Seed003Namespace:
     """A seed-003 partitioned namespace, read-only (see the module doc).
 

@@ -260,3 +260,106 @@ def test_conflicting_writers_on_an_existing_partition_rebase(ns):
     lp.open(ns.root).append(other)
     commit_write(ns.manifest, snap, written)
     assert lp.open(ns.root).count() == 50 + 5 + 3
+
+
+# -- issue 28 D11: input that used to reach Lance unchecked ---------------------------
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        # Lance panicked (pyo3_runtime.PanicException, which `except Exception` misses)
+        ({"max_rows_per_file": 0}, "max_rows_per_file must be a positive integer, got 0"),
+        # Lance raised a bare OverflowError
+        ({"max_rows_per_file": -1}, "max_rows_per_file must be a positive integer, got -1"),
+        ({"max_rows_per_file": True}, "max_rows_per_file must be a positive integer"),
+        ({"max_rows_per_file": 2.5}, "max_rows_per_file must be a positive integer"),
+        ({"max_rows_per_file": 2**64}, r"max_rows_per_file must be at most 2\*\*63 - 1"),
+        ({"max_buffer_bytes": 0}, "max_buffer_bytes must be a positive integer, got 0"),
+    ],
+)
+def test_write_sizes_must_be_positive_integers(ns, options, match):
+    writes = [
+        lambda: ns.append(make_events(5), **options),
+        lambda: ns.overwrite(make_events(5), **options),
+        lambda: ns.overwrite(make_events(5), dynamic=True, **options),
+    ]
+    for write in writes:
+        unchanged(ns, write, lp.InvalidArgumentError, match)
+
+
+def test_spark_write_sizes_use_the_same_check(ns):
+    pytest.importorskip("pyspark")
+    from lance_partitioned.spark.options import SourceOptions
+
+    with pytest.raises(lp.InvalidArgumentError, match="option 'maxRowsPerFile' must be a pos"):
+        SourceOptions.parse({"path": ns.root, "maxRowsPerFile": "0"})
+    with pytest.raises(lp.InvalidArgumentError, match="option 'maxBufferBytes' must be at most"):
+        SourceOptions.parse({"path": ns.root, "maxBufferBytes": str(2**64)})
+
+
+def test_a_small_max_rows_per_file_still_writes_every_row(ns):
+    table = make_events(7, start_id=700)
+    ns.append(table, max_rows_per_file=1)
+    got = ns.scan("id >= 700", columns=["id"]).to_arrow()
+    assert sorted(got["id"].to_pylist()) == sorted(table["id"].to_pylist())
+
+
+def test_projection_naming_a_column_twice_is_refused(ns):
+    # Lance raised "Duplicate column name: id, /…/projection.rs:76:24"
+    for columns in (["id", "id"], ["country", "id", "country"]):
+        with pytest.raises(lp.SchemaError, match="names column '(id|country)' more than once"):
+            ns.scan(columns=columns).to_arrow()
+        with pytest.raises(lp.SchemaError, match="more than once"):
+            ns.to_arrow(columns=columns)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, True, 1.5])
+def test_scan_batch_size_must_be_a_positive_integer(ns, batch_size):
+    with pytest.raises(lp.InvalidArgumentError, match="batch_size must be a positive integer"):
+        ns.scan(batch_size=batch_size)
+
+
+def test_scan_batch_size_bounds_the_batches(ns):
+    source = make_events(50)
+    batches = list(ns.scan(batch_size=3).to_batches())
+    assert max(b.num_rows for b in batches) <= 3
+    ids = [i for b in batches for i in b.column("id").to_pylist()]
+    assert sorted(ids) == sorted(source["id"].to_pylist())
+
+
+@pytest.mark.parametrize("target", [0, -5, False])
+def test_compact_target_must_be_a_positive_integer(ns, target):
+    ns.append(make_events(10, start_id=100))  # something to compact
+    unchanged(
+        ns,
+        lambda: ns.compact(target_rows_per_fragment=target),
+        lp.InvalidArgumentError,
+        "target_rows_per_fragment must be a positive integer",
+    )
+
+
+def test_evolving_to_the_current_spec_writes_nothing(ns):
+    before_version, before_files = lp.open(ns.root).version, files_under(ns.root)
+    same_text = ns.evolve_spec("year(event_date), country")
+    same_object = ns.evolve_spec(ns.spec)
+    assert same_text.spec_id == same_object.spec_id == 1
+    assert lp.open(ns.root).version == before_version
+    assert files_under(ns.root) == before_files
+    assert lp.open(ns.root).specs.keys() == {1}
+    # another order is another spec: it is added as before
+    assert ns.evolve_spec("country, year(event_date)").spec_id == 2
+    assert lp.open(ns.root).specs.keys() == {1, 2}
+
+
+def test_unknown_storage_option_warns_naming_it(ns):
+    import uuid
+    import warnings
+
+    bogus = f"bogus_option_{uuid.uuid4().hex[:8]}"  # the store is built once per options
+    with pytest.warns(lp.UnknownStorageOptionWarning, match=bogus):
+        assert lp.open(ns.root, storage_options={bogus: "1"}).count() == 50
+    known = {"allow_http": "true", "timeout": "30s", "AWS_REGION": "x", "Connect_Timeout": "5s"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lp.UnknownStorageOptionWarning)
+        assert lp.open(ns.root, storage_options=known).count() == 50

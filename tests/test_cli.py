@@ -190,6 +190,13 @@ def test_evolution_commands(root):
     run("add-column", root, "price", "decimal(10,2)")
     run("rename-column", root, "note", "comment")
     run("widen-column", root, "id", "int64")
+    # partitions written before the widening lag it until `align` widens them
+    assert run("validate", root, ok=1).stdout.count("lags the namespace") == len(
+        lp.open(root).plan()
+    )
+    aligned = run_json("align", root)
+    assert len(aligned["leaves_aligned"]) == len(lp.open(root).plan())
+    assert run_json("validate", root) == {"valid": True, "problems": []}
     out = run_json("drop-column", root, "price")
     schema = lp.open(root).schema.arrow
     assert schema.names == ["id", "country", "amount", "comment"]
@@ -250,6 +257,48 @@ def test_user_errors_one_line_exit_1_and_change_nothing(tmp_path, root):
         "error: "
     )
     assert tree_digest(root) == before
+
+
+def test_overflows_duplicates_and_parse_errors_print_one_line(root):
+    # issue 28 D11: raw OverflowErrors, a Rust path, and a 3-line filter error
+    before = tree_digest(root)
+    for args, code, words in [
+        (("head", root, "-n", str(10**20)), 2, "'-n' / '--rows'"),
+        (("cleanup", root, "--older-than", "99999999999d"), 2, "too long"),
+        (("head", root, "--columns", "id,id"), 1, "names column 'id' more than once"),
+        (("count", root, "--filter", "id = = 3"), 1, "at position 5"),
+        (("count", root, "--filter", "CAST(country AS int) = 3"), 1, "cast"),
+    ]:
+        out = run(*args, ok=code)
+        assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
+        assert words.lower() in out.stderr.lower(), (args, out.stderr)
+        assert (
+            "/rustc/" not in out.stderr
+            and ".rs:" not in out.stderr
+            and "Traceback" not in out.stderr
+        )
+    assert tree_digest(root) == before
+
+
+def test_a_lance_error_prints_one_clean_line_and_debug_shows_its_cause(root):
+    leaf = lp.open(root).plan("country = 'US'")[0]
+    data_file = next((Path(leaf.uri) / "data").glob("*.lance"))
+    with open(data_file, "r+b") as f:
+        f.truncate(100)  # a damaged data file: Lance's error names a /rustc/ path
+    out = run("head", root, "-n", "100", ok=1)
+    assert out.stderr.startswith("error: reading partition ") and out.stderr.count("\n") == 1
+    assert leaf.object_id in out.stderr
+    assert "/rustc/" not in out.stderr and ".rs:" not in out.stderr
+    debug = run("head", root, "-n", "100", "--debug", ok=1)
+    assert "direct cause" in debug.stderr and "/rustc/" in debug.stderr
+    assert debug.stderr.rstrip().splitlines()[-1] == out.stderr.rstrip()
+
+
+def test_unknown_storage_option_is_a_one_line_warning(root, data):
+    out = run("count", root, "-s", "bogus_cli_option=1", "--json")
+    assert json.loads(out.stdout) == {"rows": data.num_rows}
+    assert out.stderr.startswith("warning: ") and out.stderr.count("\n") == 1
+    assert "bogus_cli_option" in out.stderr
 
 
 def test_storage_options_are_passed_through(root, data):

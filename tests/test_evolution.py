@@ -176,11 +176,14 @@ def test_widening_keeps_bucket_values(store):
     for k in (0, 17, 99):
         assert ns.count(f"k = {k}") == 2
         assert len(ns.plan(f"k = {k}")) == 1
-    # §4 writes: values are cast to the leaf type; one that does not fit fails cleanly
-    version = lp.open(ns.root).version
-    with pytest.raises(lp.SchemaError, match="column 'k'"):
-        ns.append(pa.table({"k": pa.array([2**40], pa.int64()), "v": [1.0]}))
-    assert lp.open(ns.root).version == version
+    # a value only the wider type holds goes into an existing partition: the write
+    # first widens that leaf's column (issue 28 B5), keeping its field id
+    ns.append(pa.table({"k": pa.array([2**40], pa.int64()), "v": [1.0]}))
+    assert ns.count(f"k = {2**40}") == 1
+    (task,) = ns.plan(f"k = {2**40}")
+    leaf = lance.dataset(task.uri, version=task.read_version)
+    assert leaf.schema.field("k").type == pa.int64()
+    assert {f.name(): f.id() for f in leaf.lance_schema.fields()} == {"k": 0, "v": 1}
 
 
 @local_only
@@ -204,7 +207,10 @@ def test_widening_widens_identity_and_truncate_partition_columns(store):
     assert (task.partition_values["k"], task.partition_values["kt"]) == (big, big - big % 10)
     assert sorted(ns.scan().to_arrow()["v"].to_pylist()) == [1, 2, 3, 4]
     assert ns.count("k = 1") == 2 and len(ns.plan("k = 1")) == 1
-    assert ns.validate() == []
+    # the write widened partition k=1's leaf; k=12's still lags the widening
+    (lagging,) = ns.validate()
+    assert "int32 in the leaf, which lags the namespace's int64" in lagging
+    assert ns.plan("k = 12")[0].object_id in lagging
     # the version before the change still reads as it was
     old = lp.open(ns.root, version=before)
     assert old.specs[1].fields[0].result_type == pa.int32()
@@ -410,3 +416,21 @@ def test_create_refuses_names_lance_cannot_store(tmp_path, schema):
     with pytest.raises(lp.SchemaError, match=r"backtick|struct path"):
         lp.create(str(tmp_path / "ns"), schema, "k")
     assert not (tmp_path / "ns").exists()
+
+
+def test_write_into_a_lagging_leaf_and_drop_column_on_every_store(store):
+    """B5 and B6 on local files and S3: the widening's new files, the Project of a drop."""
+    schema = pa.schema(
+        [pa.field("p", pa.int32()), pa.field("k", pa.int32()), pa.field("c", pa.string())]
+    )
+    ns = lp.create(store.root("lag"), schema, "p")
+    ns.append(pa.table({"p": [1, 1, 2], "k": [1, 2, 3], "c": ["x", "y", "z"]}, schema=schema))
+    ns.delete("k = 2")  # a deletion file the widening must keep
+    ns.widen_column("k", pa.int64())
+    ns.append(pa.table({"p": pa.array([1], pa.int32()), "k": [3_000_000_000], "c": ["w"]}))
+    assert sorted(ns.scan().to_arrow()["k"].to_pylist()) == [1, 3, 3_000_000_000]
+    assert ns.count("k > 2147483647") == 1
+    ns.drop_column("c")
+    ns.add_column("c", pa.string())
+    assert ns.scan().to_arrow()["c"].null_count == 3
+    assert [p for p in ns.validate() if "lags" not in p] == []

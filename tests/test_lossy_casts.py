@@ -148,16 +148,13 @@ def test_exact_values_are_written_as_given(ns, column, array, stored):
     assert got == [stored]
 
 
-def test_widened_column_refuses_rounding_into_an_older_leaf(tmp_path):
+def test_a_write_into_a_leaf_older_than_a_widening_widens_it_first(tmp_path):
     ns = lp.create(str(tmp_path / "w"), pa.schema([("k", pa.string()), ("x", pa.float32())]), "k")
     ns.append(pa.table({"k": ["a"], "x": pa.array([0.5], pa.float32())}))
     ns.widen_column("x", pa.float64())
-    version, files = lp.open(ns.root).version, files_under(ns.root)
-    # partition 'a' still has a float32 leaf: 1.1 would be stored as 1.100000023841858
-    with pytest.raises(lp.SchemaError, match=r"column 'x'.*1\.1 to 1\.10000002.*widened"):
-        ns.append(pa.table({"k": ["a", "b"], "x": pa.array([1.1, 2.2])}))
-    assert lp.open(ns.root).version == version and files_under(ns.root) == files
-    # exact values still go into the old leaf, and a new partition takes any float64
-    ns.append(pa.table({"k": ["a", "b"], "x": pa.array([1.5, 2.2])}))
+    # partition 'a' still has a float32 leaf: storing 1.1 there would round it to
+    # 1.100000023841858, so the write widens the leaf's column first (issue 28 B5)
+    ns.append(pa.table({"k": ["a", "b"], "x": pa.array([1.1, 2.2])}))
     got = sorted(lp.open(ns.root).scan().to_arrow().to_pylist(), key=lambda r: (r["k"], r["x"]))
-    assert got == [{"k": "a", "x": 0.5}, {"k": "a", "x": 1.5}, {"k": "b", "x": 2.2}]
+    assert got == [{"k": "a", "x": 0.5}, {"k": "a", "x": 1.1}, {"k": "b", "x": 2.2}]
+    assert ns.count("x = 1.1") == 1

@@ -16,7 +16,7 @@ import lance_namespace as ln
 import pyarrow as pa
 import pytest
 from conftest import tree_digest
-from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
+from lance_namespace.errors import InvalidInputError, NamespaceNotFoundError, TableNotFoundError
 from lance_namespace_urllib3_client.models import PartitionSpec as PartitionSpecModel
 
 import lance_partitioned as lp
@@ -131,6 +131,34 @@ def test_missing_objects_raise_not_found(root):
         client.table_exists(ln.TableExistsRequest(id=["v1"]))
     with pytest.raises(ValueError, match="unknown properties"):
         ln.connect("partitioned", {"root": root, "rooot": "x"})
+
+
+def test_ids_holding_the_separator_and_bad_limits_are_refused(root):
+    # issue 28 D11: id=["v1$<child>"] listed [] instead of raising; limit=-1 was accepted
+    client = ln.connect("partitioned", {"root": root})
+    rows = _manifest_rows(root)
+    child = next(r["object_id"] for r in rows if r["object_id"].count("$") == 1)
+    joined = [child]  # one part holding "$": it names nothing
+    for call in (
+        lambda: client.list_namespaces(ln.ListNamespacesRequest(id=joined)),
+        lambda: client.list_tables(ln.ListTablesRequest(id=joined)),
+        lambda: client.namespace_exists(ln.NamespaceExistsRequest(id=joined)),
+        lambda: client.describe_namespace(ln.DescribeNamespaceRequest(id=joined)),
+    ):
+        with pytest.raises(NamespaceNotFoundError, match="may not hold"):
+            call()
+    table = [r["object_id"] for r in rows if r["object_type"] == "table"][0].split("$")
+    with pytest.raises(TableNotFoundError, match="may not hold"):
+        client.table_exists(ln.TableExistsRequest(id=[table[0], "$".join(table[1:])]))
+    # the same paths as separate parts are found
+    assert client.namespace_exists(ln.NamespaceExistsRequest(id=child.split("$"))) is None
+    assert client.list_tables(ln.ListTablesRequest(id=table[:-1])).tables == ["dataset"]
+    for limit in (-1, 0):
+        with pytest.raises(InvalidInputError, match="limit must be a positive integer"):
+            client.list_namespaces(ln.ListNamespacesRequest(id=["v1"], limit=limit))
+    children = sorted(r["object_id"].split("$")[1] for r in rows if r["object_id"].count("$") == 1)
+    page = client.list_namespaces(ln.ListNamespacesRequest(id=["v1"], limit=1))
+    assert page.namespaces == children[:1] and page.page_token == children[0]
 
 
 def test_writes_are_refused_and_name_our_api(root):

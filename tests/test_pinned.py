@@ -56,6 +56,7 @@ MUTATORS = {
     "evolve_spec": [lambda ns: ns.evolve_spec("country")],
     "rewrite_partitions": [lambda ns: ns.rewrite_partitions()],
     "realign_field_ids": [lambda ns: ns.realign_field_ids()],
+    "align_leaves": [lambda ns: ns.align_leaves()],
     "repair": [lambda ns: ns.repair()],
     "compact": [lambda ns: ns.compact()],
     "create_index": [lambda ns: ns.create_index("id", "BTREE")],

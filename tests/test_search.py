@@ -432,6 +432,26 @@ def test_bad_searches_are_refused(ns, parts):
         unchanged(ns, action, error, match)
 
 
+def test_cosine_zero_query_and_empty_batch_are_refused(ns, parts):
+    # issue 28 D11: a zero query under cosine returned 0 rows silently (its cosine
+    # distance is undefined); an empty batch said "dimension 32 ... has dimension 32"
+    q = _emb(parts)[0]
+    zero = np.zeros(DIM, np.float32)
+    cases = [
+        (lambda: ns.search(zero, metric="cosine"), "all zeros"),
+        (lambda: ns.search(np.stack([q, zero]), metric="cosine"), "query 1 of the batch: .*zeros"),
+        (lambda: ns.search(np.zeros((0, DIM), np.float32)), "the query batch is empty"),
+        (lambda: ns.search([]), "dimension 0"),
+    ]
+    for action, match in cases:
+        unchanged(ns, action, SearchError, match)
+    # the zero vector has a distance under l2 and dot: those searches are answered exactly
+    for metric in ("l2", "dot"):
+        got = ns.search(zero, k=5, metric=metric, columns=["id"])
+        want = np.sort(_dist(_emb(parts), zero, metric))[:5]
+        np.testing.assert_allclose(got.column("_distance").to_numpy(), want, atol=1e-4)
+
+
 def test_a_build_failing_halfway_publishes_nothing_and_vacuum_leaves_nothing(ns, monkeypatch):
     before_version = ns.version
     real = build.build_segment
@@ -477,9 +497,9 @@ def test_accelerator_cuda_trains_ivf_on_the_gpu(ns):
 
 
 def test_filter_on_a_column_renamed_after_the_leaves_were_written(ns, parts):
-    ns.rename_column("id", "pid")  # leaves still call it "id": matched by field id
+    ns.rename_column("id", "pid")  # the leaves are renamed too (issue 28 B6)
     task = ns.plan()[0]
-    assert "id" in lance.dataset(task.uri, version=task.read_version).schema.names
+    assert "pid" in lance.dataset(task.uri, version=task.read_version).schema.names
     q = np.random.default_rng(6).normal(size=DIM).astype(np.float32)
     got = ns.search(q, k=5, filter="pid % 7 = 3", columns=["pid"])
     rows = parts.filter(pa.compute.equal(pa.compute.modulo(parts["id"], 7), 3))

@@ -49,6 +49,7 @@ from lance_partitioned.catalog.storage_options import (  # noqa: F401 (re-export
     lance_options,
     raw_option,
     redact,
+    warn_unknown_options,
 )
 from lance_partitioned.catalog.storage_options import duration_seconds as _seconds
 from lance_partitioned.catalog.storage_options import option as _option
@@ -85,6 +86,7 @@ class Storage:
 
     def __init__(self, uri: str, storage_options: Mapping[str, str] | None = None):
         options = dict(storage_options or {})
+        warn_unknown_options(options)  # once per store and options: ``resolve`` shares them
         parts = urlsplit(uri) if "://" in uri else None
         self.scheme = parts.scheme.lower() if parts is not None else "file"
         if self.scheme == "memory":

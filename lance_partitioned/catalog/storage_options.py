@@ -8,7 +8,10 @@ Split from ``storage`` so that option parsing, which several modules need
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Mapping
+
+from lance_partitioned.errors import UnknownStorageOptionWarning
 
 # Lance storage option keys (object_store's names, case-insensitive) this layer reads.
 STORAGE_KEYS = {
@@ -48,6 +51,120 @@ SECRET_KEYS = frozenset(
 )
 # Our own options (never passed on to Lance).
 TRUST_CONDITIONAL_PUT = "lp_trust_conditional_put"
+
+# Keys Lance reads that no store prefix below covers: Lance's own and object_store's
+# client keys (https://lancedb.github.io/lance/object_store.html, object_store's
+# ClientConfigKey), and the unprefixed aliases of the S3, GCS and Azure keys.
+_KNOWN_KEYS = frozenset(
+    {
+        # every store
+        "allow_http",
+        "allow_invalid_certificates",
+        "client_max_retries",
+        "client_retry_timeout",
+        "connect_timeout",
+        "default_content_type",
+        "download_retry_count",
+        "expires_at_millis",
+        "http1_only",
+        "http2_only",
+        "http2_keep_alive_interval",
+        "http2_keep_alive_timeout",
+        "http2_keep_alive_while_idle",
+        "http2_max_frame_size",
+        "pool_idle_timeout",
+        "pool_max_idle_per_host",
+        "proxy_ca_certificate",
+        "proxy_excludes",
+        "proxy_url",
+        "randomize_addresses",
+        "request_timeout",
+        "timeout",
+        "user_agent",
+        # S3
+        "access_key_id",
+        "bucket",
+        "bucket_name",
+        "checksum_algorithm",
+        "conditional_put",
+        "copy_if_not_exists",
+        "default_region",
+        "disable_tagging",
+        "endpoint",
+        "endpoint_url",
+        "imdsv1_fallback",
+        "metadata_endpoint",
+        "region",
+        "request_payer",
+        "s3_express",
+        "secret_access_key",
+        "session_token",
+        "skip_signature",
+        "token",
+        "unsigned_payload",
+        "virtual_hosted_style_request",
+        # GCS
+        "application_credentials",
+        "service_account",
+        "service_account_key",
+        "service_account_path",
+        # Azure
+        "access_key",
+        "account_key",
+        "account_name",
+        "authority_host",
+        "authority_id",
+        "bearer_token",
+        "client_id",
+        "client_secret",
+        "container_name",
+        "federated_token_file",
+        "identity_endpoint",
+        "master_key",
+        "msi_endpoint",
+        "msi_resource_id",
+        "object_id",
+        "sas_key",
+        "sas_token",
+        "tenant_id",
+        "use_azure_cli",
+        "use_emulator",
+        "use_fabric_endpoint",
+    }
+)
+# A store's own keys carry its prefix, and each store has many (and gains more with
+# new Lance releases): any key with one of these prefixes is taken as known.
+_KNOWN_PREFIXES = ("aws_", "google_", "gcs_", "azure_", "object_store_", "oss_", "hf_", "lp_")
+
+
+def unknown_options(options: Mapping[str, str] | None) -> list[str]:
+    """The keys of ``options`` that neither Lance nor this library is known to read
+    (case-insensitive), in their given spelling, sorted."""
+    return sorted(
+        key
+        for key in options or {}
+        if key.lower() not in _KNOWN_KEYS
+        and key.lower() not in SECRET_KEYS
+        and not any(key.lower() in spellings for spellings in STORAGE_KEYS.values())
+        and not key.lower().startswith(_KNOWN_PREFIXES)
+    )
+
+
+def warn_unknown_options(options: Mapping[str, str] | None) -> None:
+    """Warn (``UnknownStorageOptionWarning``) naming each key of ``options`` that
+    ``unknown_options`` finds: Lance ignores such a key silently, and it is usually a
+    misspelling. A warning, not an error: the list of keys cannot be complete."""
+    unknown = unknown_options(options)
+    if unknown:
+        warnings.warn(
+            f"unknown storage option(s) {unknown}: Lance ignores keys it does not know "
+            "(a misspelling?); known are the object-store keys such as aws_region, "
+            "aws_endpoint, allow_http, timeout, azure_storage_account_name, "
+            "google_service_account",
+            UnknownStorageOptionWarning,
+            stacklevel=4,
+        )
+
 
 # Azurite's well-known development account (published by Microsoft; not a secret)
 AZURITE_ACCOUNT = "devstoreaccount1"

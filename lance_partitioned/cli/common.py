@@ -69,7 +69,12 @@ def parse_duration(value: str, option: str) -> dt.timedelta:
             f"expected a duration such as 7d, 12h, 30m, 90s or 0, got {value!r}",
             param_hint=f"'{option}'",
         )
-    return dt.timedelta(**{_UNITS[m.group(2) or "d"]: float(m.group(1))})
+    try:
+        return dt.timedelta(**{_UNITS[m.group(2) or "d"]: float(m.group(1))})
+    except OverflowError:  # timedelta holds at most 999,999,999 days
+        raise click.BadParameter(
+            f"duration {value!r} is too long; the longest is 999999999d", param_hint=f"'{option}'"
+        ) from None
 
 
 _DECIMAL = re.compile(r"^decimal(128|256)?\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")

@@ -5,19 +5,22 @@ Exit codes: 0 success; 1 a user error (the library's
 check that found problems, such as ``validate``); 2 bad usage (unknown
 command or option, a malformed value). An error prints one line,
 ``error: <message>``; ``--debug`` (before or after the command) adds the
-traceback.
+traceback and the whole message. A warning (an unknown storage option, a
+cyclic partition field) prints one line, ``warning: <message>``.
 """
 
 from __future__ import annotations
 
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from lance_partitioned.cli import read_commands, write_commands
-from lance_partitioned.errors import PartitionedNamespaceError
+from lance_partitioned.errors import PartitionedNamespaceError, lance_message
 
 USER_ERROR = 1
 USAGE_ERROR = 2
@@ -42,8 +45,18 @@ write_commands.register(cli)
 
 
 def _one_line(exc: BaseException) -> str:
-    msg = str(exc).strip() or type(exc).__name__
-    return msg.splitlines()[0] if "\n" in msg and len(msg) > 400 else msg
+    """The message of ``exc`` on one line, without Rust source paths: its first line, and
+    a pointer to ``--debug`` (which prints it whole) when there were more (a filter's
+    caret line under the filter, a list of problems)."""
+    lines = [line for line in lance_message(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] + (" (--debug shows the whole message)" if len(lines) > 1 else "")
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning on one line of stderr, ``warning: <message>``, like errors (no source line)."""
+    click.echo(f"warning: {message}", err=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -54,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         main(["describe", "/data/events", "--json"])
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():  # the caller's warning display comes back after
+        warnings.showwarning = _show_warning
+        _run(args)
+
+
+def _run(args: list[str]) -> None:
     debug = "--debug" in args
     try:
         code = cli.main(args=args, prog_name="lance-partitioned", standalone_mode=False)

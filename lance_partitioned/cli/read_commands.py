@@ -12,6 +12,9 @@ from lance_partitioned.cli.common import Context, shared_options
 from lance_partitioned.cli.output import emit, table
 from lance_partitioned.operations import describe as describe_ops
 
+# the most rows ``head`` can slice (Arrow lengths are signed 64-bit)
+MAX_ROWS = 2**63 - 1
+
 
 def _columns(value: str | None) -> list[str] | None:
     if value is None:
@@ -198,7 +201,9 @@ def count(ctx: Context, filter_: str | None) -> None:
 @shared_options
 @click.option("--filter", "filter_", metavar="SQL", help="Only rows matching it.")
 @click.option("--columns", metavar="A,B,...", help="Only these columns.")
-@click.option("-n", "--rows", "limit", default=10, show_default=True, type=click.IntRange(0))
+@click.option(
+    "-n", "--rows", "limit", default=10, show_default=True, type=click.IntRange(0, MAX_ROWS)
+)
 def head(ctx: Context, filter_: str | None, columns: str | None, limit: int) -> None:
     """The first rows (matching --filter), read leaf by leaf until enough are found."""
     scan = ctx.open().scan(filter_, columns=_columns(columns))

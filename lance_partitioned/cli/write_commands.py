@@ -158,6 +158,14 @@ def validate(ctx: Context) -> int:
 
 @click.command()
 @shared_options
+def align(ctx: Context) -> None:
+    """Bring every partition table in line with the schema: columns renamed, dropped
+    columns removed, columns older than a widen-column rewritten in the wider type."""
+    _report(ctx, "align", ctx.open().align_leaves())
+
+
+@click.command()
+@shared_options
 def repair(ctx: Context) -> None:
     """Restore __manifest columns a foreign writer dropped, or remove what an interrupted
     create left (no data); exit 1, changing nothing, when __manifest files are damaged."""
@@ -200,6 +208,7 @@ COMMANDS = [
     cleanup,
     vacuum,
     validate,
+    align,
     repair,
     convert,
 ]

@@ -1,6 +1,6 @@
 """Evolution methods of ``PartitionedNamespace``: partition specs, columns,
-rewriting partitions and realigning field ids. None rewrites leaf data except
-``rewrite_partitions``."""
+rewriting partitions, realigning field ids and aligning leaves. None rewrites
+leaf data except ``rewrite_partitions`` and ``align_leaves`` (a widened column)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, SpecLike, WriteResult, mutator
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations import evolution, realign
+from lance_partitioned.operations import align, evolution, realign
+from lance_partitioned.operations.align import AlignReport
 from lance_partitioned.operations.partition_writer import PartitionWriter
 from lance_partitioned.operations.placement import misplaced_leaves
 from lance_partitioned.operations.progress import ProgressLike, reporter
@@ -32,7 +33,9 @@ class EvolutionMethods(NamespaceHandle):
 
         ``spec`` is anything ``create`` accepts. Existing partitions stay under
         their own spec version and reads prune each version by its own spec.
-        Returns the new ``PartitionSpec``.
+        Returns the new ``PartitionSpec``. A ``spec`` equal to the current one
+        (the same fields in the same order) changes nothing: no version is
+        written and the current spec is returned.
 
         Example::
 
@@ -107,23 +110,29 @@ class EvolutionMethods(NamespaceHandle):
     def rename_column(self, old: str, new: str) -> Schema:
         """Rename column ``old`` to ``new``. Its field id is stable, so specs and pruning keep working.
 
+        Every partition table's column is renamed too (metadata only, no data
+        rewritten), so a reader that matches columns by name sees the new name.
+
         Example::
 
             ns.rename_column("country", "nation")
         """
-        return self._evolve_schema(lambda s: s.rename_column(old, new))
+        return self._evolve_schema(lambda s: s.rename_column(old, new), align_names=True)
 
     @mutator
     def drop_column(self, name: str) -> Schema:
         """Drop column ``name``; refused while the current spec partitions by it.
 
-        Older specs that used it read it as NULL. Returns the new ``Schema``.
+        Older specs that used it read it as NULL. The column is removed from every
+        partition table too (metadata only, no data rewritten), so a later
+        ``add_column`` of the same name never exposes the dropped values to a
+        reader that matches columns by name. Returns the new ``Schema``.
 
         Example::
 
             ns.drop_column("legacy")
         """
-        return self._evolve_schema(lambda s: s.drop_column(name))
+        return self._evolve_schema(lambda s: s.drop_column(name), align_names=True)
 
     @mutator
     def widen_column(self, name: str, type: pa.DataType) -> Schema:
@@ -140,13 +149,51 @@ class EvolutionMethods(NamespaceHandle):
         self.refresh()
         return schema
 
-    def _evolve_schema(self, change: Callable[[Schema], Schema]) -> Schema:
+    def _evolve_schema(
+        self, change: Callable[[Schema], Schema], align_names: bool = False
+    ) -> Schema:
+        """Publish ``change`` of the schema; with ``align_names``, then rename and drop the
+        leaves' columns to match (``operations.align``). The schema goes first: until the
+        leaves follow, reads (by field id) are already right, and a crash in between
+        leaves what ``validate()`` reports and ``align_leaves()`` finishes."""
         snapshot = Snapshot.load(self._manifest, for_write=True)
         schema = evolution.update_schema(
             self._manifest, snapshot, change(evolution.evolving_schema(snapshot))
         )
         self.refresh()
+        if align_names:
+            try:
+                align.align_leaves(self._manifest, widen=False)
+            except Exception as exc:
+                exc.add_note(
+                    "the schema change is published; its partition tables were not all "
+                    "updated: run align_leaves() to finish"
+                )
+                raise
+            finally:
+                self.refresh()
         return schema
+
+    @mutator
+    def align_leaves(self) -> AlignReport:
+        """Bring every partition table in line with the namespace schema, in one atomic
+        transaction: columns renamed to their namespace names, columns the namespace
+        dropped removed, and columns that lag a ``widen_column`` rewritten in the wider
+        type, keeping their field ids.
+
+        Reads are right without it (they cast and map by field id) and a write into
+        a partition aligns that partition's types itself; this is the explicit,
+        namespace-wide call that ``validate()`` recommends. Only a widened column's
+        data is rewritten. Partitions already aligned are not touched.
+
+        Example::
+
+            ns.widen_column("id", pa.int64())
+            report = ns.align_leaves()  # every partition now stores int64
+        """
+        report = align.align_leaves(self._manifest)
+        self.refresh()
+        return report
 
     @mutator
     def realign_field_ids(self) -> RealignReport:

@@ -139,7 +139,8 @@ class MaintenanceMethods(NamespaceHandle):
     ) -> MaintenanceReport:
         """Merge small files of every partition (one atomic transaction) and of ``__manifest``.
 
-        ``target_rows_per_fragment`` is the size files are merged up to;
+        ``target_rows_per_fragment`` is the size files are merged up to (a positive
+        integer, else InvalidArgumentError and nothing changes);
         ``compact_manifest=False`` leaves ``__manifest``'s own files alone;
         ``progress`` reports partitions done (see ``append``). Partitions a
         concurrent writer changes meanwhile are skipped (``report.skipped``).

@@ -79,9 +79,18 @@ def _check_unchanged(manifest: Manifest, planned: Snapshot) -> Snapshot:
 
 
 def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> PartitionSpec:
-    """Add spec version N+1. Same sources + same transform reuse a field_id; new ids are new."""
-    specs = planned.specs
+    """Add spec version N+1. Same sources + same transform reuse a field_id; new ids are new.
+
+    The current spec, or any spec with its fields in its order, is no change: nothing is
+    written and the current spec is returned (as an Iceberg spec update that
+    changes nothing commits nothing), instead of a version N+1 identical to N.
+    """
+    specs, current = planned.specs, planned.current_spec
+    if spec == current:  # ``ns.evolve_spec(ns.spec)``: its id is not N+1, and it is no change
+        return current
     new = parse_spec(spec, planned.schema, spec_id=max(specs) + 1, existing=specs.values())
+    if new.fields == current.fields:
+        return current
     warn_cyclic_fields(new, planned.schema)
     if isinstance(spec, (dict, PartitionSpec)) and new.spec_id != max(specs) + 1:
         raise SchemaError(f"a new spec must have id {max(specs) + 1}, got {new.spec_id}")

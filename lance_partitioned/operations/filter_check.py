@@ -17,14 +17,13 @@ against the namespace. So a filter is checked first:
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 
 import lance
 import pyarrow as pa
 
-from lance_partitioned.errors import FilterError
+from lance_partitioned.errors import FilterError, lance_message
 from lance_partitioned.format.expressions import Expr, Like, Literal, Not, Opaque
 from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.format.filters.visitor import FilterVisitor, predicates, visit
@@ -77,15 +76,6 @@ def _check_condition(expr: Expr) -> None:
             f"filter {shown} is not a condition: a filter must be a boolean expression "
             "(NULL would match no row; write 'false' for that, 'true' for every row)"
         )
-
-
-# Lance appends the Rust source location to its messages: ", /…/planner.rs:1100:20"
-_RUST_PATH = re.compile(r",?\s*\S*/[\w./-]+\.rs:\d+:\d+")
-
-
-def lance_message(exc: BaseException) -> str:
-    """Lance's error message without the Rust source paths it carries."""
-    return _RUST_PATH.sub("", str(exc)).strip()
 
 
 _empty: dict[str, lance.LanceDataset] = {}

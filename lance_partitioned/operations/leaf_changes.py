@@ -14,7 +14,13 @@ import lance
 from lance.fragment import FragmentMetadata
 
 from lance_partitioned.format.filters.evaluate import filter_batch
-from lance_partitioned.operations.leaf_schema import ReadMapping, evolution_for, schema_for
+from lance_partitioned.operations.leaf_evolution import (
+    aligned_layout,
+    evolution_for,
+    next_evolution,
+    schema_for,
+)
+from lance_partitioned.operations.leaf_schema import ReadMapping
 
 
 class LeafChange:
@@ -130,6 +136,25 @@ class DeleteRows(LeafChange):
         if not addresses:
             return None
         return f"_rowaddr IN ({', '.join(str(a) for a in addresses)})"
+
+
+@dataclass
+class AlignLeaf(LeafChange):
+    """Bring a leaf's columns in line with the namespace schema (``aligned_layout``):
+    namespace names, no dropped columns, and with ``widen`` the namespace types.
+
+    Renames and drops touch no data (a Lance ``Project``); widening rewrites the
+    lagging column, one file per fragment. The rows stay as they are.
+    """
+
+    schema: Any  # format.schema.Schema
+    widen: bool = True
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        return next_evolution(base, aligned_layout(self.schema, base, self.widen))
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        return None
 
 
 @dataclass

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from lance.fragment import FragmentMetadata
-from lance.schema import LanceSchema
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
@@ -112,12 +110,22 @@ class LeafTarget:
     """The columns (and Lance ids) an existing leaf has once a write has added what it lacks.
 
     ``namespace_ids[i]`` is the namespace field id column ``i`` holds (None for
-    a column the namespace dropped). ``added`` names the columns the leaf gains.
+    a column the namespace dropped). ``added`` names the columns the leaf gains;
+    ``widened`` the leaf columns that lag a lossless widening of the namespace
+    column (float32 under float64): the target has the namespace type, and the
+    leaf's column is rewritten to it, under the same field id, before the write
+    (``leaf_evolution.next_evolution``).
     """
 
     layout: IdLayout
     namespace_ids: tuple[int | None, ...]
     added: tuple[str, ...]
+    widened: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> bool:
+        """Whether the leaf must evolve before it matches the target."""
+        return bool(self.added or self.widened)
 
 
 # Leaves (the open dataset objects: one pinned version each, so their columns never
@@ -129,7 +137,7 @@ _COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = weakref.WeakK
 _COMPLETE_LOCK = threading.Lock()
 
 
-def _lacks_nothing(ds: lance.LanceDataset, schema: Schema) -> bool:
+def lacks_nothing(ds: lance.LanceDataset, schema: Schema) -> bool:
     with _COMPLETE_LOCK:
         return _COMPLETE.get(ds) is schema
 
@@ -152,7 +160,8 @@ def leaf_target(
         if schema.field_id(f.name) not in ns_ids
         and (only is None or only.intersection(namespace_field_ids(f, schema.field_id(f.name))))
     ]
-    if not missing:
+    widened = lagging_columns(ds, schema, only)
+    if not missing and not widened:
         if only is None:
             with _COMPLETE_LOCK:
                 _COMPLETE[ds] = schema
@@ -163,7 +172,10 @@ def leaf_target(
     held: list[int | None] = []
     for f, lids, fid in zip(base.arrow, base.ids, ns_ids, strict=True):
         if schema.has_id(fid):
-            fields.append(f.with_name(schema.field_by_id(fid).name))
+            nf = schema.field_by_id(fid)
+            if f.name in widened:
+                f = f.with_type(nf.type)
+            fields.append(f.with_name(nf.name))
             held.append(fid)
         elif schema.has_field(f.name):
             continue  # dropped from the namespace, and its name now belongs to another column
@@ -190,67 +202,22 @@ def leaf_target(
         layout.check()
     except FieldIdLayoutError as exc:
         raise SchemaError(f"partition {label}: cannot add columns {missing}: {exc}") from exc
-    return LeafTarget(layout, tuple(held), tuple(missing))
+    return LeafTarget(layout, tuple(held), tuple(missing), tuple(widened))
 
 
-def next_evolution(base: lance.LanceDataset, target: IdLayout) -> object | None:
-    """The next Lance operation taking ``base`` towards ``target``'s columns; None when there.
-
-    Neither touches data and Lance keeps every id: a ``Project`` first renames
-    and drops columns (so that a new column may take a name the leaf used for
-    another id), then a ``Merge`` adds the new columns, NULL in existing rows.
-    """
-    current = leaf_layout(base)
-    have = {lids[0] for lids in current.ids}
-    kept = [i for i, lids in enumerate(target.ids) if lids[0] in have]
-    before = [(f.name, lids) for f, lids in zip(current.arrow, current.ids, strict=True)]
-    if [(target.arrow.field(i).name, target.ids[i]) for i in kept] != before:
-        step = IdLayout.of(
-            pa.schema([target.arrow.field(i) for i in kept], metadata=target.arrow.metadata),
-            [target.ids[i] for i in kept],
-        )
-        return lance.LanceOperation.Project(step.lance_schema)
-    if len(kept) < len(target.ids):
-        fragments = [f.metadata for f in base.get_fragments()]
-        return lance.LanceOperation.Merge(fragments, target.lance_schema)
-    return None
-
-
-def _file_field_ids(fragments: list[FragmentMetadata]) -> set[int]:
-    return {i for frag in fragments for f in frag.files for i in f.fields if i >= 0}
-
-
-def evolution_for(
-    base: lance.LanceDataset, schema: Schema, fragments: list[FragmentMetadata], label: str
-) -> object | None:
-    """The next schema change ``base`` needs before ``fragments`` can be appended to it.
-
-    The files may hold namespace columns the leaf lacks; the leaf gains them
-    (``next_evolution``). None when the leaf has every column the files hold.
-    """
-    if _lacks_nothing(base, schema):
-        return None  # no column missing at all, so none the files hold
-    target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
-    return next_evolution(base, target.layout) if target.added else None
-
-
-def schema_for(
-    base: lance.LanceDataset,
-    schema: Schema | None,
-    fragments: list[FragmentMetadata],
-    label: str,
-) -> LanceSchema:
-    """The schema an ``Overwrite`` of ``base`` with ``fragments`` commits: the leaf's
-    columns and ids, plus the namespace columns the files hold and the leaf lacks.
-
-    Always a LanceSchema: Overwrite renumbers an Arrow schema, and the files'
-    columns would then no longer match their field ids.
-    """
-    if schema is not None:
-        target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
-        if target.added:
-            return target.layout.lance_schema
-    return base.lance_schema
+def lagging_columns(
+    ds: lance.LanceDataset, schema: Schema, only: set[int] | None = None
+) -> list[str]:
+    """Leaf columns (leaf names) whose type lags a lossless widening of their namespace
+    column; with ``only``, just those whose field ids occur in it. Other type
+    differences are not lags (``check_leaf`` reports them)."""
+    out = []
+    for fid, lf in leaf_fields_by_id(ds).items():
+        if not schema.has_id(fid) or (only is not None and fid not in only):
+            continue
+        if is_lossless_widening(lf.type, schema.field_by_id(fid).type):
+            out.append(lf.name)
+    return out
 
 
 def leaf_fields_by_id(ds: lance.LanceDataset) -> dict[int, pa.Field]:
@@ -328,9 +295,16 @@ class ReadMapping:
 
     @property
     def is_identity(self) -> bool:
-        """Every column exists in the leaf under its namespace name (types may differ)."""
+        """Every column exists in the leaf under its namespace name **and type**, so
+        namespace SQL means the same on the leaf's own columns and Lance may evaluate it.
+
+        A leaf whose column lags a widening (float32 under a float64 namespace
+        column) is not: Lance would compare ``v = 0.1`` in float32, rounding the
+        literal (docs/FORMAT.md "Leaves that lag a widening"). Such leaves are
+        conformed to the namespace types first and filtered there.
+        """
         return all(
-            s is not None and s.name == t.name
+            s is not None and s.name == t.name and s.type.equals(t.type)
             for s, t in zip(self.sources, self.targets, strict=True)
         )
 
@@ -505,14 +479,38 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
             )
             continue
         if not schema.has_id(fid):
+            problems.extend(_name_clash(schema, lf.name, fid, label))
             continue  # a dropped column: ignored on read, NULL on write
         nf = schema.field_by_id(fid)
-        # evolution only ever widens; any other difference means someone else wrote the leaf
-        if not lf.type.equals(nf.type) and not is_lossless_widening(lf.type, nf.type):
+        if lf.name != nf.name:
+            problems.extend(_name_clash(schema, lf.name, fid, label))
+        if is_lossless_widening(lf.type, nf.type):
+            problems.append(
+                f"partition {label}: column {nf.name!r} is {lf.type} in the leaf, which lags the "
+                f"namespace's {nf.type} (reads cast it up; the next write into the partition, "
+                "or align_leaves(), widens it)"
+            )
+        elif not lf.type.equals(nf.type):
+            # evolution only ever widens; any other difference means someone else wrote the leaf
             problems.append(
                 f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} in the namespace"
             )
     return problems
+
+
+def _name_clash(schema: Schema, name: str, fid: int, label: str) -> list[str]:
+    """A leaf column of field id ``fid`` named like a namespace column of another id:
+    a reader matching columns by name would read its values as that column's."""
+    if not schema.has_field(name) or schema.field_id(name) == fid:
+        return []
+    what = (
+        "a dropped column" if not schema.has_id(fid) else f"column {schema.field_by_id(fid).name!r}"
+    )
+    return [
+        f"partition {label}: leaf column {name!r} holds {what} (field id {fid}), not the "
+        f"namespace's {name!r} (field id {schema.field_id(name)}); readers that match columns "
+        "by name would read the wrong values; align_leaves() fixes it"
+    ]
 
 
 def _drift_or_none(schema: Schema, leaf: lance.LanceDataset) -> list[Drift]:

@@ -36,6 +36,7 @@ from lance_partitioned.errors import (
     CommitConflictError,
     PartitionedNamespaceError,
     RetentionError,
+    positive_int,
 )
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import CompactFiles
@@ -389,8 +390,11 @@ def compact(
 
     Partitions a concurrent writer changes meanwhile are skipped (listed in
     ``report.skipped``); the rest are published together. Holds a lease
-    (``operations.leases``) while it runs.
+    (``operations.leases``) while it runs. ``target_rows_per_fragment`` and
+    ``max_attempts`` must be positive integers (InvalidArgumentError, before the lease).
     """
+    target_rows_per_fragment = positive_int("target_rows_per_fragment", target_rows_per_fragment)
+    max_attempts = positive_int("max_attempts", max_attempts)
     with leases.hold(manifest, "compaction") as lease:
         return _compact(
             manifest, target_rows_per_fragment, compact_manifest, max_attempts, lease, progress

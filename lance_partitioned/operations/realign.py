@@ -23,20 +23,14 @@ from typing import Any
 import lance
 from lance.fragment import write_fragments
 
-from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.field_ids import FieldIdLayoutError, remap_fragments
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import field_id_drift, realigned_layout
-from lance_partitioned.operations.staging import StagedLeaf, published_version, stage_leaf
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.restage import restage
 
 log = logging.getLogger(__name__)
 
@@ -107,39 +101,18 @@ def drifted_leaves(snapshot: Snapshot) -> list[Leaf]:
 def realign_field_ids(manifest: Manifest) -> RealignReport:
     """Give every drifted leaf the namespace's field ids, published by one ``__manifest`` commit.
 
-    All or nothing: if any drifted leaf cannot be realigned, or ``__manifest``
-    changed those leaves meanwhile, nothing is published (CommitConflictError
-    is retryable). Leaves already aligned are not touched.
+    All or nothing (``operations.restage``): if any drifted leaf cannot be
+    realigned, or ``__manifest`` changed those leaves meanwhile, nothing is
+    published (CommitConflictError is retryable). Leaves already aligned are
+    not touched.
     """
-    snapshot = Snapshot.load(manifest, for_write=True)
     opts = manifest.storage_options
-    leaves = drifted_leaves(snapshot)
-    if not leaves:
-        return RealignReport(snapshot.version)
-    staged = StagedSet(new_txn_id(), opts)
-    changes: dict[str, RealignFieldIds] = {}
-
-    def stage(leaf: Leaf) -> StagedLeaf:
-        uri = snapshot.leaf_uri(leaf.location)
-        change = changes.setdefault(
-            leaf.object_id, RealignFieldIds(snapshot.schema, leaf.object_id, opts)
-        )
-        return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
-
-    published = None
-    try:
-        run_parallel(leaves, stage, lambda leaf, s: staged.leaves.__setitem__(leaf.object_id, s))
-        pause_point("leaves_staged")
-        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
-        published = manifest.commit(
-            snapshot.dataset,
-            republish_rows(snapshot.dataset, versions, counts=staged.num_rows(versions)),
-        ).version
-    except BaseException:
-        if published is None:
-            staged.rollback()
-        raise
-    pause_point("published")
-    done = sorted(oid for oid, s in staged.leaves.items() if s.changed)
-    log.info("realigned field ids of %d partitions", len(done))
-    return RealignReport(published, done, sum(changes[oid].rewritten for oid in done))
+    done = restage(
+        manifest,
+        "realign field ids",
+        lambda snapshot, leaf: RealignFieldIds(snapshot.schema, leaf.object_id, opts),
+        leaves_of=drifted_leaves,
+    )
+    log.info("realigned field ids of %d partitions", len(done.changes))
+    rewritten = sum(c.rewritten for c in done.changes.values())  # type: ignore[attr-defined]
+    return RealignReport(done.version, sorted(done.changes), rewritten)

@@ -8,10 +8,11 @@ filter, which makes the result exact.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, NoReturn, overload
 
 import lance
 import numpy as np
@@ -21,7 +22,13 @@ import pyarrow.compute as pc
 from lance_partitioned.catalog.leaf_table import BLOCK, LeafTable
 from lance_partitioned.catalog.row_counts import trusted_counts
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc, read_session
-from lance_partitioned.errors import ColumnNotFoundError
+from lance_partitioned.errors import (
+    ColumnNotFoundError,
+    SchemaError,
+    lance_boundaries,
+    positive_int,
+    raise_for_user,
+)
 from lance_partitioned.format.expressions import Expr, and_all
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.render import to_lance_sql
@@ -241,6 +248,31 @@ def _scanner_options(
     return kwargs
 
 
+def _projection(schema: Schema, columns: Sequence[str]) -> list[str]:
+    """``columns`` as a list, each a column of ``schema`` named once.
+
+    A column named twice is refused (SchemaError), not read once: the result
+    would have fewer columns than asked for, or two of one name, which Arrow
+    tables allow but most consumers do not.
+    """
+    columns = list(columns)
+    missing = [c for c in columns if not schema.has_field(c)]
+    if missing:
+        raise ColumnNotFoundError(
+            f"unknown column {missing[0]!r} in the projection; columns are {schema.names}",
+            tuple(missing),
+        )
+    counts = Counter(columns)
+    repeated = [c for c in columns if counts[c] > 1]
+    if repeated:
+        raise SchemaError(
+            f"the projection names column {repeated[0]!r} more than once ({columns}); "
+            "name each column once"
+        )
+    return columns
+
+
+@lance_boundaries
 class Scan:
     """A lazy, pruned read of a snapshot. Nothing is read until a ``to_*``/``count`` call."""
 
@@ -253,17 +285,8 @@ class Scan:
     ):
         self.snapshot = snapshot
         self.expr, self.sql, self.manifest_sql = prepare_filter(snapshot, filter)
-        if columns is not None:
-            columns = list(columns)
-            missing = [c for c in columns if not snapshot.schema.has_field(c)]
-            if missing:
-                raise ColumnNotFoundError(
-                    f"unknown column {missing[0]!r} in the projection; "
-                    f"columns are {snapshot.schema.names}",
-                    tuple(missing),
-                )
-        self.columns = columns
-        self.batch_size = batch_size
+        self.columns = None if columns is None else _projection(snapshot.schema, columns)
+        self.batch_size = None if batch_size is None else positive_int("batch_size", batch_size)
         self._leaf_filters: dict[str, str | None] = {}
         self._residual_plans: dict[int, ResidualPlan] = {}
         self._rendered: dict[tuple[int, ...], str | None] = {}
@@ -391,9 +414,8 @@ class Scan:
         """One leaf's matching rows in namespace form (seed 003 §4 read rules, by field id)."""
         try:
             yield from read_leaf(*self._leaf_read_args(leaf), batch_size=self.batch_size)
-        except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
-            self.snapshot.raise_if_cleaned_up(exc, leaf)
-            raise
+        except (OSError, ValueError) as exc:
+            self._leaf_failed(exc, leaf)
 
     @cached_property
     def filter_columns(self) -> list[str]:
@@ -411,10 +433,15 @@ class Scan:
             table = read_leaf_table(
                 *self._leaf_read_args(leaf, residual), batch_size=self.batch_size
             )
-        except (OSError, ValueError) as exc:  # files removed under a long read: say by whom
-            self.snapshot.raise_if_cleaned_up(exc, leaf)
-            raise
+        except (OSError, ValueError) as exc:
+            self._leaf_failed(exc, leaf)
         return table
+
+    def _leaf_failed(self, exc: BaseException, leaf: Leaf) -> NoReturn:
+        """Raise the error of reading ``leaf``: a VersionNotFoundError naming the cleanup
+        that removed its files under a long read, else Lance's, naming the partition."""
+        self.snapshot.raise_if_cleaned_up(exc, leaf)
+        raise_for_user(exc, f"reading partition {leaf.object_id} ({leaf.location})")
 
     def to_arrow(self) -> pa.Table:
         """Read everything into one Arrow table, in manifest order of the leaves.
@@ -509,7 +536,10 @@ class Scan:
             if ReadMapping(
                 self.snapshot.schema, self.filter_columns, ds, leaf.object_id
             ).is_identity:
-                return ds.count_rows(filter=self.leaf_filter(leaf))
+                try:
+                    return ds.count_rows(filter=self.leaf_filter(leaf))
+                except (OSError, ValueError) as exc:
+                    self._leaf_failed(exc, leaf)
             return sum(b.num_rows for b in self._leaf_batches(leaf))
 
         if not leaves:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import seed003
 from lance_partitioned.catalog.manifest import Manifest, manifest_schema
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import SchemaError, lance_boundaries
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
@@ -105,6 +105,7 @@ def _lance_filters(ds: lance.LanceDataset, schema: Schema, filter_columns: Seque
     )
 
 
+@lance_boundaries
 class Seed003Scan(Scan):
     """A ``Scan`` of a ``Seed003Snapshot``: leaves are read and conformed by column name."""
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.errors import positive_int
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.abandon import abort_write, discard_task_files
 from lance_partitioned.operations.leases import Lease
@@ -35,6 +36,21 @@ from lance_partitioned.operations.partition_writer import (
     new_job_secret,
 )
 from lance_partitioned.operations.publish import WriteMode, commit_write
+
+# the options of a write that are sizes, each a positive integer
+SIZE_OPTIONS = ("max_buffer_bytes", "max_rows_per_file")
+
+
+def check_write_sizes(**options: Any) -> dict[str, Any]:
+    """``options`` of a write with each size (``SIZE_OPTIONS``) checked a positive integer,
+    else InvalidArgumentError naming it; other options pass as they are.
+
+    ``WriteJob.write`` checks them for every writer; the entry points of a write
+    (``append``, ``overwrite``, ``convert``) call this first too, so a bad size is
+    refused before the write takes its lease. Lance itself would panic on
+    ``max_rows_per_file=0``, an error ``except Exception`` does not catch.
+    """
+    return {k: positive_int(k, v) if k in SIZE_OPTIONS else v for k, v in options.items()}
 
 
 class WriteJob:
@@ -106,6 +122,7 @@ class WriteJob:
         Spark task, whose peers may write into the same new partition
         directories) only the files this writer recorded.
         """
+        options = check_write_sizes(**options)
         # the job's only writer creates its new leaves' datasets itself (one Lance
         # call each); writers sharing new partition directories must not
         writer = PartitionWriter(

@@ -34,6 +34,7 @@ from lance_partitioned.search.definitions import (
     SearchError,
     load_definitions,
     normalize_metric,
+    query_problem,
     vector_dimension,
 )
 from lance_partitioned.search.query import (
@@ -107,8 +108,12 @@ def text_definition(
     return column, inverted[column]
 
 
-def query_vectors(query: Any, dim: int, column: str) -> tuple[np.ndarray, bool]:
-    """The query as a 2-D float32 array, and whether it was a batch (2-D input)."""
+def query_vectors(query: Any, dim: int, column: str, metric: str) -> tuple[np.ndarray, bool]:
+    """The query as a 2-D float32 array, and whether it was a batch (2-D input).
+
+    SearchError for a wrong dimension, an empty batch, and what ``query_problem``
+    refuses (NaN or infinite values; the zero vector for ``metric`` cosine).
+    """
     try:
         arr = np.asarray(query, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -116,14 +121,16 @@ def query_vectors(query: Any, dim: int, column: str) -> tuple[np.ndarray, bool]:
     batch = arr.ndim == 2
     if arr.ndim == 1:
         arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != dim or arr.shape[0] == 0:
+    if batch and arr.shape[0] == 0:
+        raise SearchError(f"the query batch is empty (shape {arr.shape}): pass at least one vector")
+    if arr.ndim != 2 or arr.shape[1] != dim:
         got = arr.shape[-1] if arr.ndim >= 1 else 0
         raise SearchError(
             f"query vector has dimension {got} (shape {np.shape(query)}), but column "
             f"{column!r} has dimension {dim}"
         )
-    if not np.isfinite(arr).all():
-        raise SearchError("the query vector holds NaN or infinite values")
+    if (problem := query_problem(arr, metric)) is not None:
+        raise SearchError(f"query {problem[0]} of the batch: {problem[1]}" if batch else problem[1])
     return arr, batch
 
 
@@ -379,10 +386,10 @@ def check_request(
     if vector_query is not None:
         vcol = vector_column(schema, defs, vcol_arg)
         dim = vector_dimension(schema.field(vcol).type)
-        queries, batch = query_vectors(vector_query, dim, vcol)
+        m = resolve_metric(defs, schema, vcol, metric)
+        queries, batch = query_vectors(vector_query, dim, vcol, m)
         if batch and query_type == "hybrid":
             raise SearchError("a hybrid search takes one query vector")
-        m = resolve_metric(defs, schema, vcol, metric)
         vector = VectorRequest(
             vcol, queries, batch, m, resolve_refine(defs, schema, vcol, refine_factor)
         )

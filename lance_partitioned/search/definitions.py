@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
+import numpy as np
 import pyarrow as pa
 
 from lance_partitioned.catalog.manifest import Manifest
@@ -210,6 +211,22 @@ def normalize_metric(metric: str) -> str:
     if m not in METRICS:
         raise SearchError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     return m
+
+
+def query_problem(queries: np.ndarray, metric: str) -> tuple[int, str] | None:
+    """The first row of ``queries`` (2-D) a ``metric`` search cannot answer, and why:
+    NaN or infinite values, or for cosine the zero vector, whose cosine distance to
+    any vector is undefined (Lance would silently return no rows). None: all fine."""
+    bad = ~np.isfinite(queries).all(axis=1)
+    if bad.any():
+        return int(np.argmax(bad)), "the query vector holds NaN or infinite values"
+    zero = ~queries.any(axis=1)
+    if metric == "cosine" and zero.any():
+        return int(np.argmax(zero)), (
+            "the query vector is all zeros, and its cosine distance to any vector is "
+            "undefined; search with a non-zero vector, or with metric 'l2' or 'dot'"
+        )
+    return None
 
 
 def vector_dimension(t: pa.DataType) -> int | None:

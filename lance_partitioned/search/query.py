@@ -162,10 +162,7 @@ def leaf_context(
     """
     label = leaf.object_id
     mapping = ReadMapping(schema, columns, ds, label)
-    direct = mapping.is_identity and all(
-        s is not None and s.type.equals(t.type)
-        for s, t in zip(mapping.sources, mapping.targets, strict=True)
-    )
+    direct = mapping.is_identity
     if sql is None or ReadMapping(schema, list(filter_columns), ds, label).is_identity:
         return LeafContext(ordinal, leaf, ds, sql, mapping, direct=direct)
     wide = ReadMapping(schema, list(filter_columns), ds, label)

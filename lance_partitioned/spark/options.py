@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from lance_partitioned.catalog.storage import SECRET_KEYS
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import SchemaError, positive_int
 from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
 SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
@@ -70,9 +70,7 @@ def _int(options: Mapping[str, str], key: str, default: int | None) -> int | Non
         value = int(str(raw).strip())
     except ValueError as exc:
         raise SchemaError(f"option {key!r} must be an integer, got {raw!r}") from exc
-    if value <= 0:
-        raise SchemaError(f"option {key!r} must be positive, got {value}")
-    return value
+    return positive_int(f"option {key!r}", value)
 
 
 def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:

@@ -54,7 +54,12 @@ from lance_partitioned.search.api import (
     vector_column,
     vector_top_k,
 )
-from lance_partitioned.search.definitions import SearchError, load_definitions, vector_dimension
+from lance_partitioned.search.definitions import (
+    SearchError,
+    load_definitions,
+    query_problem,
+    vector_dimension,
+)
 from lance_partitioned.search.query import leaf_context, open_pinned
 from lance_partitioned.spark.planning import load_snapshot
 from lance_partitioned.spark.types import BatchConformer, arrow_to_spark, spark_arrow_schema
@@ -222,11 +227,8 @@ def _query_vectors(plan: SearchPlan, ids: list[Any], vectors: list[Any]) -> np.n
         if any(x is None for x in v):
             raise SearchError(f"query {qid!r}: the query vector holds NULL values")
     arr = np.asarray(vectors, np.float32).reshape(len(vectors), plan.dimension)
-    bad = ~np.isfinite(arr).all(axis=1)
-    if bad.any():
-        raise SearchError(
-            f"query {ids[int(np.argmax(bad))]!r}: the query vector holds NaN or infinite values"
-        )
+    if (problem := query_problem(arr, plan.metric)) is not None:
+        raise SearchError(f"query {ids[problem[0]]!r}: {problem[1]}")
     return arr
 
 

@@ -1,0 +1,117 @@
+"""Republishing leaves under a new version of each: one transaction that changes no rows.
+
+Some operations change the *form* of many leaves and nothing a reader of the
+namespace sees: give leaf columns the namespace's names, types and field ids,
+remove columns the namespace dropped. ``restage`` runs such a change as one
+namespace transaction (``docs/TRANSACTIONS.md``): it holds a lease, stages the
+change on every leaf that needs it (``staging.stage_leaf``, on the leaf's
+branch when it is pinned to one), checks the staged files right before
+publishing, and publishes every changed leaf with one ``__manifest`` commit.
+On failure nothing is published; staged versions are rolled back unless the
+commit is found to have landed after all. A conflict re-plans from the latest
+``__manifest`` version.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.operations import leases
+from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.leaf_changes import LeafChange
+from lance_partitioned.operations.leases import LeaseLostError
+from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
+from lance_partitioned.operations.transaction import (
+    StagedSet,
+    new_txn_id,
+    pause_point,
+    run_parallel,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Restaged:
+    """What ``restage`` published: the ``__manifest`` version (the snapshot's own when
+    no leaf changed) and, per changed leaf, the change that was staged on it."""
+
+    version: int
+    changes: dict[str, LeafChange] = field(default_factory=dict)
+
+
+def restage(
+    manifest: Manifest,
+    what: str,
+    change_for: Callable[[Snapshot, Leaf], LeafChange],
+    leaves_of: Callable[[Snapshot], Sequence[Leaf]] = lambda s: s.leaves(),
+    max_attempts: int = 5,
+) -> Restaged:
+    """Stage ``change_for(snapshot, leaf)`` on each of ``leaves_of(snapshot)`` and publish
+    the leaves it changed in one ``__manifest`` commit.
+
+    ``what`` names the operation in the lease. A change whose ``operation`` and
+    ``prepare`` find nothing to do leaves its leaf unpublished. Raises a
+    retryable CommitConflictError after ``max_attempts`` conflicts.
+
+    Example::
+
+        restage(manifest, "align leaves", lambda snap, leaf: AlignLeaf(snap.schema, leaf.object_id))
+    """
+    last: CommitConflictError | None = None
+    with leases.hold(manifest, what) as lease:
+        for _attempt in range(max_attempts):
+            snapshot = Snapshot.load(manifest, for_write=True)
+            try:
+                return _restage_once(manifest, snapshot, change_for, leaves_of(snapshot), lease)
+            except CommitConflictError as exc:
+                if not getattr(exc, "retryable", True) or isinstance(exc, LeaseLostError):
+                    raise
+                last = exc
+                log.info("%s conflicted with a concurrent commit; re-planning: %s", what, exc)
+    assert last is not None
+    raise last
+
+
+def _restage_once(
+    manifest: Manifest,
+    snapshot: Snapshot,
+    change_for: Callable[[Snapshot, Leaf], LeafChange],
+    leaves: Sequence[Leaf],
+    lease: leases.Lease | None,
+) -> Restaged:
+    opts = manifest.storage_options
+    staged = StagedSet(new_txn_id(), opts, lease=lease)
+    changes: dict[str, LeafChange] = {}
+
+    def stage(leaf: Leaf) -> StagedLeaf:
+        change = changes.setdefault(leaf.object_id, change_for(snapshot, leaf))
+        target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
+        return stage_leaf(
+            target.uri, target.published, change, staged.txn, opts, branch=target.branch
+        )
+
+    published = None
+    try:
+        run_parallel(leaves, stage, lambda leaf, s: staged.leaves.__setitem__(leaf.object_id, s))
+        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+        if not versions:
+            return Restaged(snapshot.version)
+        pause_point("leaves_staged")
+        branches = {oid: staged.leaves[oid].branch for oid in versions}
+        rows = republish_rows(
+            snapshot.dataset, versions, branches=branches, counts=staged.num_rows(versions)
+        )
+        staged.before_publish()
+        published = manifest.commit(snapshot.dataset, rows).version
+    except BaseException:
+        if published is None and not staged.landed(manifest, snapshot.version):
+            staged.rollback()
+        raise
+    pause_point("published")
+    return Restaged(published, {oid: changes[oid] for oid in versions})
