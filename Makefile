@@ -17,6 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# the Spark extension pushFilters needs, compiled with the JDK's javac (cached)
+	-$(PY) -m lance_partitioned.spark.extension
 	touch $@
 
 demo: setup

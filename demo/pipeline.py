@@ -90,9 +90,8 @@ def create_views(
 ) -> None:
     """``CREATE OR REPLACE TEMPORARY VIEW <table><suffix> USING lance_partitioned`` per namespace.
 
-    With ``push_filters`` the views prune by the query's filters, which PySpark 4.3
-    only gets right for a view queried with one set of filters (see
-    ``lance_partitioned.spark.datasource``): call this again before every query.
+    With ``push_filters`` the views prune by each scan's filters (in a session with
+    the extension ``local_session`` loads; see ``lance_partitioned.spark.extension``).
     """
     for table, root in roots.items():
         opts = f"root '{root}', pushFilters '{str(push_filters).lower()}'"
@@ -269,7 +268,7 @@ def run(
             _rows(spark.sql(query("Q1", "lineitem_parquet", "orders_parquet")))
             print("      (warm-up: Q1 once on both sides, untimed)")
             for name in QUERIES:
-                # Fresh views per query: each is queried with exactly one filter set.
+                # Fresh views per query, as a user running one query would create them.
                 create_views(spark, roots, scan_log, storage_options=opts)
                 before = len(_scan_entries(scan_log, 0))
                 got, t_ns = _timed(lambda n=name: _rows(spark.sql(query(n))))

@@ -80,8 +80,8 @@ def _sources_containing(text: str) -> list[str]:
 
 
 # Local file-system calls that are not about a namespace's files: the test pause hook's
-# own directory, Spark's scan log and hook files, the join's local spill directory, and
-# the package's own source location.
+# own directory, Spark's scan log and hook files, the join's local spill directory, the
+# package's own source location, and the JDK and build cache of the Spark extension.
 _LOCAL_ONLY = {
     "operations/transaction.py",
     "format/time_ranges.py",
@@ -89,6 +89,7 @@ _LOCAL_ONLY = {
     "spark/datasource.py",
     "spark/refresh.py",
     "spark/session.py",
+    "spark/extension.py",
     "spark/__init__.py",
 }
 

@@ -235,18 +235,6 @@ def test_spark_tasks_read_each_leaf_with_its_residual_filter(
     assert sorted(ns.scan(flt, columns=["id"]).to_arrow()["id"].to_pylist()) == want
 
 
-@pytest.mark.xfail(
-    strict=True, reason="PySpark 4.3 bug: a relation reuses its last pushed-filter read plan"
-)
-def test_pushdown_plan_reuse_hazard_canary(spark, tpch_ns):
-    # When this starts passing, Spark fixed PythonDataSourceV2.readInfo sharing and
-    # pushFilters can become the default (strict: an XPASS fails the run to say so).
-    roots, _ = tpch_ns
-    df = load(spark, roots["lineitem"], pushFilters="true")
-    df.where("l_shipmode = 'MAIL'").count()
-    assert df.count() == lp.open(roots["lineitem"]).count()
-
-
 def test_namespace_written_by_spark_reads_in_core_and_pylance(spark, tpch_ns):
     roots, paths = tpch_ns
     orders = pa.Table.from_pandas(

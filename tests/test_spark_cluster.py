@@ -285,6 +285,8 @@ def run(workdir: str, endpoint: str) -> dict:
             .config("spark.executorEnv.LANCE_LOG", "error")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
+            # the extension pushFilters needs (each scan its own read plan)
+            .config(map=lps.extension_conf())
             .getOrCreate()
         )
         lps.register(spark)

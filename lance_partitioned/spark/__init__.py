@@ -11,10 +11,11 @@
     lps.search(spark, root, queries_df, k=10, filter="tenant = 'acme'")  # batch k-NN
     lps.stop_session(spark)                 # stops Spark *and* its JVM
 
-Spark's own filters prune only with ``option("pushFilters", "true")``, on a
-DataFrame or view queried with one filter set: PySpark 4.3 reuses a relation's read
-plan across queries (see ``lance_partitioned.spark.datasource``). Options are
-documented in ``lance_partitioned.spark.options``.
+Spark's own filters prune only with ``option("pushFilters", "true")``, in a session
+with the extension that gives every scan its own read plan (``local_session`` loads
+it; for your own session, ``extension_conf()``): PySpark 4.3 shares one read plan
+among the scans of a relation (see ``lance_partitioned.spark.extension``). Options
+are documented in ``lance_partitioned.spark.options``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource, projected_schema
+from lance_partitioned.spark.extension import EXTENSION_CLASS, extension_active, extension_conf
 from lance_partitioned.spark.options import install_log_redaction
 from lance_partitioned.spark.planning import (
     DEFAULT_MIN_TASKS,
@@ -60,9 +62,19 @@ def register(spark: SparkSession) -> None:
     Also makes this session's temporary views see the writes made through Spark
     (``lance_partitioned.spark.refresh``), and keeps storage secrets passed as
     ``storage.<key>`` options out of py4j's DEBUG log of driver-JVM commands.
+    Warns when the session lacks the extension ``pushFilters`` needs
+    (``extension_conf()``): its filters then all stay with Spark.
     """
     install_log_redaction()
     spark.dataSource.register(LancePartitionedDataSource)
+    if not extension_active(spark):
+        log.warning(
+            "this Spark session was started without %s, so pushFilters cannot prune: "
+            "Spark applies every filter itself. Start sessions with "
+            "lance_partitioned.spark.extension_conf() (spark.sql.extensions and "
+            "spark.driver.extraClassPath), as local_session() does",
+            EXTENSION_CLASS,
+        )
     try:
         install_refresh_hook(spark)
     except Exception as exc:  # e.g. no writable temp dir: reads and writes still work
@@ -199,6 +211,7 @@ __all__ = [
     "LancePartitionedDataSource",
     "UnsupportedTypeError",
     "arrow_to_spark",
+    "extension_conf",
     "local_session",
     "plan_info",
     "read_arrow",

@@ -7,25 +7,26 @@ Where each piece runs (PySpark 4.3):
   input partition of one plan reads one version;
 - ``read()``: executors, with the pickled reader (which holds no Lance handles).
 
-**Why Spark filter pushdown is opt-in.** PySpark 4.3 keeps the planned read
-(partitions plus read function) in one slot on the relation object that a
-DataFrame or temporary view holds (``PythonDataSourceV2.readInfo``). Planning
-with pushable filters overwrites the slot; planning without them reuses whatever
-is there. So when a read plan depends on the pushed filters:
+**Pushed filters and PySpark's shared read plan.** PySpark 4.3 keeps the planned
+read (partitions plus read function) in one slot on the relation's provider
+(``PythonDataSourceV2.readInfo``). ``PythonScanBuilder.pushFilters`` stores the plan
+made for its filters there, and every scan of the relation later reads the slot.
+So when a read plan depends on the pushed filters:
 - ``df.where(f).count()`` then ``df.count()`` counts only the rows matching ``f``;
-- a self-join or two subqueries over one view with different filters read the
-  partitions planned for one side on both sides.
-Both give wrong results silently (verified; the Scala code upstream is unchanged),
-and no Python code runs for the reused plan, so the source cannot detect it. By
-default the source therefore returns every filter to Spark and plans the whole
-namespace, which is correct under any reuse. ``pushFilters=true`` opts in to
-pruning by Spark's filters for relations queried with a single filter set (a fresh
-``load()`` or ``CREATE OR REPLACE TEMPORARY VIEW`` per query); the ``filter``
-option prunes safely because it belongs to the relation, not to the query.
+- a query that scans one relation twice (self-join, scalar/``EXISTS``/``IN``
+  subquery, ``UNION``, a view named twice) reads the plan of its last-planned scan
+  in every scan, and Spark does not re-check accepted filters.
+No Python code runs per scan at read time, so the source cannot tell scans apart.
+The fix is in the JVM (``spark.extension``): an optimizer rule gives every scan of
+a relation with ``pushFilters=true`` a provider of its own, marked with the option
+``__isolatedScan``. The reader accepts pushed filters only on a marked relation;
+otherwise it returns every filter to Spark and plans the whole namespace, which is
+correct under any reuse. The ``filter`` option always prunes safely because it
+belongs to the relation, not to the query.
 
 Because the plan is cached per relation, a relation would also keep reading the
-snapshot of its last planning after new writes (queries with pushable filters
-re-plan, others do not). For temporary views, ``spark.refresh`` drops the cached
+snapshot of its last planning after new writes (a scan the extension isolates
+plans afresh, at the latest version; others reuse the slot). For temporary views, ``spark.refresh`` drops the cached
 plan whenever a write through Spark commits, so a query after ``INSERT INTO v``
 sees the insert; a DataFrame from ``load()`` keeps its snapshot: re-create it.
 """
@@ -149,12 +150,13 @@ class LancePartitionedReader(DataSourceReader):
         return state
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # noqa: N802 (Spark's name)
-        """With ``pushFilters=true``: accept the filters we translate exactly, return the rest.
+        """With ``pushFilters=true`` on a scan with a plan of its own (the extension's
+        mark): accept the filters we translate exactly, return the rest.
 
         Otherwise return them all, so that the plan does not depend on the query
-        (see the module docstring for why).
+        and may serve any scan (see the module docstring for why).
         """
-        if not self.opts.push_filters:
+        if not (self.opts.push_filters and self.opts.isolated_scan):
             return list(filters)
         translation = FilterTranslator(self.arrow_schema).translate(filters)
         if translation.expr is not None:

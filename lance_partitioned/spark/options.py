@@ -13,11 +13,10 @@ Reading:
   through ``__manifest`` and runs inside Lance (Lance SQL semantics, exact). Always
   safe, because it does not depend on the query.
 - ``pushFilters`` (default ``false``): accept Spark's pushed filters (exact
-  translations only) for pruning. **Only safe when the DataFrame or view is queried
-  with a single set of filters**: PySpark 4.3 caches a Python source's read plan on
-  the relation and reuses it for later queries without pushable filters and for
-  every scan of a self-join, which then return wrong rows. See
-  ``lance_partitioned.spark.datasource``.
+  translations only) for pruning and filtering inside Lance. Accepted only in a
+  session started with the extension (``spark.extension``, which ``local_session``
+  loads): PySpark 4.3 shares one read plan among every scan of a relation, and
+  the extension gives each scan its own. Without it every filter stays with Spark.
 - ``columns``: comma-separated projection (the Python source API cannot prune columns).
 - ``version``: read an older ``__manifest`` version (a number or a tag).
 - ``batchSize``: rows per Arrow batch from Lance.
@@ -57,6 +56,9 @@ from lance_partitioned.errors import SchemaError, positive_int
 from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
 SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
+# Set by the Spark extension (jvm/Extensions.java) on a relation it gave a read plan
+# of its own; internal, never set by users.
+ISOLATED_SCAN_OPTION = "__isolatedScan"
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 DEFAULT_MAX_BUFFER_BYTES = 128 << 20
 DEFAULT_MAX_ROWS_PER_FILE = 1 << 20
@@ -95,6 +97,7 @@ class SourceOptions:
     scan_log: str | None
     filter: str | None
     push_filters: bool
+    isolated_scan: bool  # this relation's read plan serves one scan (the extension's mark)
     spec: str | None
     dynamic_overwrite: bool
     max_buffer_bytes: int
@@ -136,6 +139,7 @@ class SourceOptions:
             scan_log=options.get("scanLog") or os.environ.get(SCAN_LOG_ENV) or None,
             filter=(options.get("filter") or "").strip() or None,
             push_filters=_bool(options, "pushFilters", False),
+            isolated_scan=_bool(options, ISOLATED_SCAN_OPTION, False),
             spec=options.get("spec"),
             dynamic_overwrite=mode == "dynamic",
             max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES)

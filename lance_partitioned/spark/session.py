@@ -8,6 +8,7 @@ JVM's stdin: PySpark's gateway server exits when its stdin reaches EOF.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -17,6 +18,11 @@ from pathlib import Path
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from lance_partitioned.errors import UnsupportedFeatureError
+from lance_partitioned.spark.extension import CLASSPATH_CONF, EXTENSIONS_CONF, extension_conf
+
+log = logging.getLogger(__name__)
 
 _LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
@@ -42,7 +48,9 @@ def local_session(
 ) -> SparkSession:
     """A Spark session with filter pushdown on, workers on this interpreter, the source registered.
 
-    It starts quietly: the driver JVM gets ``log4j2.properties`` beside this module
+    It loads the extension that gives every scan its own read plan
+    (``spark.extension``; built with the JDK's ``javac`` on first use), which
+    ``pushFilters`` needs. It starts quietly: the driver JVM gets ``log4j2.properties`` beside this module
     (errors only) unless ``conf`` sets ``spark.driver.extraJavaOptions``. The JVM's
     own "Using incubator modules" line, caused by Spark's launcher, remains.
     """
@@ -60,6 +68,7 @@ def local_session(
     settings = dict(DEFAULT_CONF)
     settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
+    settings.update(_with_extension(settings))
     if "spark.driver.extraJavaOptions" not in settings:
         # read by the launcher before the driver JVM starts (client mode), so the
         # start-up banner and WARN lines are never printed
@@ -74,6 +83,19 @@ def local_session(
     spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark
+
+
+def _with_extension(settings: Mapping[str, str]) -> dict[str, str]:
+    """The extension's settings merged with ``settings``' own (empty when it cannot be built)."""
+    try:
+        ext = extension_conf(settings.get(CLASSPATH_CONF))
+    except UnsupportedFeatureError as exc:
+        log.warning("%s", exc)
+        return {}
+    listed = [c.strip() for c in settings.get(EXTENSIONS_CONF, "").split(",") if c.strip()]
+    if ext[EXTENSIONS_CONF] not in listed:
+        listed.append(ext[EXTENSIONS_CONF])
+    return {CLASSPATH_CONF: ext[CLASSPATH_CONF], EXTENSIONS_CONF: ",".join(listed)}
 
 
 def stop_session(spark: SparkSession | None, timeout: float = 30.0) -> None:
