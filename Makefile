@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	# the Spark extension pushFilters needs, compiled with the JDK's javac (cached)
-	-$(PY) -m lance_partitioned.spark.extension
+	-$(PY) -c 'from lance_partitioned.spark.extension import extension_jar; print(extension_jar())'
 	touch $@
 
 demo: setup
