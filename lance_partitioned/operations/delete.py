@@ -22,18 +22,12 @@ from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import referenced_columns
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import DeleteRows
 from lance_partitioned.operations.leases import Lease, LeaseLostError
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.staging import StagedLeaf
+from lance_partitioned.operations.transaction import LeafTransaction, pause_point
 
 log = logging.getLogger(__name__)
 
@@ -103,42 +97,31 @@ def _delete_once(
     scan = Scan(snapshot, filter)
     predicate = FULL_DELETE if scan.expr is None else to_lance_sql(scan.expr)
     columns = sorted(referenced_columns(scan.expr)) if scan.expr is not None else []
-    leaves = scan.leaves
-    opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, DeleteRows] = {}
+    with LeafTransaction(manifest, snapshot, "delete", lease=lease) as tx:
 
-    def stage(leaf: Leaf) -> StagedLeaf:
-        uri = snapshot.leaf_uri(leaf.location)
-        change = changes.setdefault(
-            leaf.object_id, DeleteRows(predicate, snapshot.schema, columns, leaf.object_id)
-        )
-        target = leaf_target(uri, leaf, opts)  # a branch-pinned leaf is changed on its branch
-        return stage_leaf(
-            target.uri, target.published, change, staged.txn, opts, branch=target.branch
-        )
+        def stage(leaf: Leaf) -> StagedLeaf:
+            change = changes.setdefault(
+                leaf.object_id, DeleteRows(predicate, snapshot.schema, columns, leaf.object_id)
+            )
+            return tx.stage_change(leaf, change)  # a branch-pinned leaf changes on its branch
 
-    published = None
-    try:
-        run_parallel(leaves, stage, lambda leaf, s: staged.leaves.__setitem__(leaf.object_id, s))
-        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+        tx.stage(scan.leaves, stage)
+        versions = tx.versions()
         if not versions:
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
-        branches = {oid: staged.leaves[oid].branch for oid in versions}
-        rows = republish_rows(
-            snapshot.dataset,
-            versions,
-            lock_rows(snapshot.specs),
-            branches,
-            staged.num_rows(versions),
+        published = tx.publish(
+            lambda base: (
+                republish_rows(
+                    base.dataset,
+                    versions,
+                    lock_rows(snapshot.specs),
+                    tx.branches(versions),
+                    tx.staged.num_rows(versions),
+                ),
+                (),
+            )
         )
-        staged.before_publish()
-        published = manifest.commit(snapshot.dataset, rows).version
-    except BaseException:
-        if published is None and not staged.landed(manifest, snapshot.version):
-            staged.rollback()
-        raise
-    pause_point("published")
     deleted = sum(changes[oid].deleted for oid in versions)
     return DeleteResult(published, deleted, len(versions))

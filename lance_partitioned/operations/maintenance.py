@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
+import pyarrow as pa
 
 from lance_partitioned.catalog import history, manifest_index, storage
 from lance_partitioned.catalog.layout import join_uri
@@ -50,12 +51,7 @@ from lance_partitioned.operations.staging import (
     published_version,
     stage_leaf,
 )
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.transaction import LeafTransaction, new_txn_id, pause_point
 
 log = logging.getLogger(__name__)
 
@@ -411,56 +407,48 @@ def _compact(
 ) -> MaintenanceReport:
     report = MaintenanceReport()
     snapshot = Snapshot.load(manifest, for_write=True)
-    opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, CompactFiles] = {}
     planned = {leaf.object_id: leaf for leaf in snapshot.leaves()}
-
-    def stage(leaf: Leaf) -> StagedLeaf:
-        uri = snapshot.leaf_uri(leaf.location)
-        change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
-        return stage_leaf(uri, published_version(uri, leaf, opts), change, staged.txn, opts)
-
-    def record(leaf: Leaf, s: StagedLeaf | None) -> None:
-        progress.advance()
-        if s is not None:
-            staged.leaves[leaf.object_id] = s
-
     published = None
     progress.start(len(planned))
-    try:
-        run_parallel(list(planned.values()), _tolerant(stage, report), record)
-        pause_point("leaves_staged")
-        base = snapshot
-        for _attempt in range(max_attempts):
-            versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+    with LeafTransaction(manifest, snapshot, "compaction", lease=lease) as tx:
+
+        def stage(leaf: Leaf) -> StagedLeaf:  # main only: a branch-pinned leaf is skipped
+            uri, opts = snapshot.leaf_uri(leaf.location), manifest.storage_options
+            change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
+            return stage_leaf(uri, published_version(uri, leaf, opts), change, tx.staged.txn, opts)
+
+        def rows(base: Snapshot) -> tuple[pa.Table, tuple[()]] | None:
+            versions = tx.versions()
             if not versions:
-                break
-            staged.before_publish()
-            try:
-                published = manifest.commit(
-                    base.dataset,
-                    republish_rows(base.dataset, versions, counts=staged.num_rows(versions)),
-                ).version
-                break
-            except CommitConflictError:
-                base = Snapshot.load(manifest, for_write=True)
-                now = {leaf.object_id: leaf.version_ref() for leaf in base.leaves()}
-                for oid in list(versions):
-                    if now.get(oid) != planned[oid].version_ref():
-                        report.skipped.append(oid)
-                        StagedSet(staged.txn, opts, {oid: staged.leaves.pop(oid)}).rollback()
-    except BaseException:
-        if published is None:
-            staged.rollback()
-        raise
+                return None
+            return republish_rows(base.dataset, versions, counts=tx.staged.num_rows(versions)), ()
+
+        def skip_changed(_: Exception) -> Snapshot:
+            """A concurrent writer changed some leaves: leave those out and try again."""
+            base = Snapshot.load(manifest, for_write=True)
+            now = {leaf.object_id: leaf.version_ref() for leaf in base.leaves()}
+            moved = [oid for oid in tx.versions() if now.get(oid) != planned[oid].version_ref()]
+            report.skipped.extend(moved)
+            tx.rollback(moved)
+            return base
+
+        tx.stage(
+            list(planned.values()),
+            _tolerant(stage, report),
+            on_done=lambda _leaf, _s: progress.advance(),
+        )
+        pause_point("leaves_staged")
+        try:
+            published = tx.publish(rows, on_conflict=skip_changed, attempts=max_attempts)
+        except CommitConflictError as exc:  # every attempt lost: publish nothing this time
+            skip_changed(exc)
+        if published is None and tx.versions():
+            tx.rollback()
     if published is not None:
-        pause_point("published")
-        compacted = {oid for oid, s in staged.leaves.items() if s.changed}
+        compacted = set(tx.versions())
         report.leaves_compacted = len(compacted)
         report.fragments_rewritten = sum(changes[oid].rewritten for oid in compacted)
-    elif any(s.changed for s in staged.leaves.values()):
-        staged.rollback()
     if compact_manifest:
         report.manifest_compacted = _compact_manifest(manifest)
     report.version = manifest.dataset().version

@@ -25,7 +25,6 @@ from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
-from lance_partitioned.operations import leases
 from lance_partitioned.operations.abandon import abort_write
 from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.field_ids import IdLayout
@@ -39,12 +38,7 @@ from lance_partitioned.operations.staging import (
     stage_new_leaf,
     txn_versions,
 )
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.transaction import LeafTransaction, StagedSet, pause_point
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +261,6 @@ def commit_write(
     mode = WriteMode(mode)  # a WriteMode, or its value ("append", ...); else ValueError
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
-    staged = StagedSet(written.txn or new_txn_id(), manifest.storage_options, lease=lease)
     existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
     # the rows the writer found (same snapshot version, checked above); any other
     # is looked up, indexed, for the touched rows only: O(touched), not O(namespace)
@@ -279,15 +272,20 @@ def commit_write(
         by_id = snapshot.leaves_by_id(unknown)
         planned.update((oid, by_id[oid]) for oid in unknown)
     pause_point("files_written")
-    published: int | None = None
     new_layout = (
         namespace_layout(snapshot.schema)
         if any(leaf_write.is_new for leaf_write in written.leaves.values())
         else None
     )
-    own = leases.acquire(manifest, f"{mode.value} commit") if lease is None else None
-    staged.lease = lease or own
-    try:
+    with LeafTransaction(
+        manifest,
+        snapshot,
+        f"{mode.value} commit",
+        lease=lease,
+        txn=written.txn,
+        on_rollback=lambda staged: _discard_unstaged(snapshot, written, staged),
+    ) as tx:
+        staged = tx.staged
         # leaves the writer created are staged already: record them (no Lance call)
         to_stage = []
         for leaf_write in written.leaves.values():
@@ -306,36 +304,24 @@ def commit_write(
             )
         if staged.leaves:
             pause_point("leaf_staged")
-        run_parallel(
+        tx.stage(
             to_stage,
-            lambda leaf_write: _stage(
-                snapshot, leaf_write, planned.get(leaf_write.object_id), mode, staged, new_layout
-            ),
-            lambda leaf_write, s: staged.leaves.__setitem__(leaf_write.object_id, s),
+            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged, new_layout),
+            key=lambda lw: lw.object_id,
         )
         pause_point("leaves_staged")
-        base = snapshot
-        for attempt in range(max_rebase + 1):
-            upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
-            staged.before_publish()
-            try:
-                published = manifest.commit(base.dataset, upserts, deletes).version
-                break
-            except CommitConflictError:
-                if attempt == max_rebase:
-                    raise
-                base = _rebase(manifest, snapshot, written, mode, planned, staged)
-                _check_replaced_unchanged(snapshot, base, replaces)
-    except BaseException:
-        if published is None and not staged.landed(manifest, snapshot.version):
-            staged.rollback()
-            _discard_unstaged(snapshot, written, staged)
-        raise
-    finally:
-        if own is not None:
-            own.release()
-    # Once __manifest is committed the write is published: nothing below may undo it.
-    pause_point("published")
+
+        def rebase(_: CommitConflictError) -> Snapshot:
+            base = _rebase(manifest, snapshot, written, mode, planned, staged)
+            _check_replaced_unchanged(snapshot, base, replaces)
+            return base
+
+        published = tx.publish(
+            lambda base: _publish_rows(base, written, staged, mode, replaces),
+            on_conflict=rebase,
+            attempts=max_rebase + 1,
+        )
+    assert published is not None
     return Snapshot.load(manifest, published)
 
 

@@ -3,13 +3,9 @@
 Some operations change the *form* of many leaves and nothing a reader of the
 namespace sees: give leaf columns the namespace's names, types and field ids,
 remove columns the namespace dropped. ``restage`` runs such a change as one
-namespace transaction (``docs/TRANSACTIONS.md``): it holds a lease, stages the
-change on every leaf that needs it (``staging.stage_leaf``, on the leaf's
-branch when it is pinned to one), checks the staged files right before
-publishing, and publishes every changed leaf with one ``__manifest`` commit.
-On failure nothing is published; staged versions are rolled back unless the
-commit is found to have landed after all. A conflict re-plans from the latest
-``__manifest`` version.
+``LeafTransaction`` (``operations.transaction``, the one commit protocol) over
+every leaf, publishing the leaves it changed with one ``__manifest`` commit. A
+conflict re-plans from the latest ``__manifest`` version.
 """
 
 from __future__ import annotations
@@ -22,16 +18,10 @@ from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leases import LeaseLostError
-from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.staging import StagedLeaf
+from lance_partitioned.operations.transaction import LeafTransaction, pause_point
 
 log = logging.getLogger(__name__)
 
@@ -85,33 +75,29 @@ def _restage_once(
     leaves: Sequence[Leaf],
     lease: leases.Lease | None,
 ) -> Restaged:
-    opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts, lease=lease)
     changes: dict[str, LeafChange] = {}
+    with LeafTransaction(manifest, snapshot, "restage", lease=lease) as tx:
 
-    def stage(leaf: Leaf) -> StagedLeaf:
-        change = changes.setdefault(leaf.object_id, change_for(snapshot, leaf))
-        target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
-        return stage_leaf(
-            target.uri, target.published, change, staged.txn, opts, branch=target.branch
-        )
+        def stage(leaf: Leaf) -> StagedLeaf:
+            return tx.stage_change(
+                leaf, changes.setdefault(leaf.object_id, change_for(snapshot, leaf))
+            )
 
-    published = None
-    try:
-        run_parallel(leaves, stage, lambda leaf, s: staged.leaves.__setitem__(leaf.object_id, s))
-        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+        tx.stage(leaves, stage)
+        versions = tx.versions()
         if not versions:
             return Restaged(snapshot.version)
         pause_point("leaves_staged")
-        branches = {oid: staged.leaves[oid].branch for oid in versions}
-        rows = republish_rows(
-            snapshot.dataset, versions, branches=branches, counts=staged.num_rows(versions)
+        published = tx.publish(
+            lambda base: (
+                republish_rows(
+                    base.dataset,
+                    versions,
+                    branches=tx.branches(versions),
+                    counts=tx.staged.num_rows(versions),
+                ),
+                (),
+            )
         )
-        staged.before_publish()
-        published = manifest.commit(snapshot.dataset, rows).version
-    except BaseException:
-        if published is None and not staged.landed(manifest, snapshot.version):
-            staged.rollback()
-        raise
-    pause_point("published")
+    assert published is not None
     return Restaged(published, {oid: changes[oid] for oid in versions})

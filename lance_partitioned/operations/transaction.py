@@ -1,12 +1,26 @@
-"""The transaction around staged leaves: ids, test pause points, parallel staging, rollback.
+"""The one transaction driver: how every namespace transaction over leaves commits.
 
 A namespace transaction (``docs/TRANSACTIONS.md``) stages every leaf it
 touches (``operations.staging``) and publishes them all with one
-compare-and-swap commit on ``__manifest`` (``operations.publish`` for writes).
-This module holds what every kind of transaction shares around that: a fresh
-transaction id, the pause points tests stop crashed writers at, staging many
-leaves in parallel, and ``StagedSet``: what was staged, the last check before
-publishing, and the rollback when nothing is published.
+compare-and-swap commit on ``__manifest``. ``LeafTransaction`` is the only
+code that spells that protocol; writes, deletes, compaction, realignment,
+alignment and index builds each supply only what differs (which leaves, the
+change per leaf, the rows to publish, how to rebase after a conflict):
+
+1. a **lease** (``operations.leases``) for the whole transaction, so that
+   ``vacuum`` keeps what it stages;
+2. **staging** of every leaf, in parallel (``stage``/``stage_change``);
+3. the **check before publishing**: every staged version and file still
+   exists and the lease holds (``StagedSet.before_publish``);
+4. the **compare-and-swap commit** on ``__manifest`` (``publish``); on a
+   conflict the operation rebases (new rows on the latest version) or fails;
+5. on any failure, the **landed check** (``StagedSet.landed``: an error after
+   the commit's write succeeded must not undo a published transaction) and
+   **rollback** of what was staged and not published.
+
+This module also holds what every kind of transaction shares around that: a
+fresh transaction id, the pause points tests stop crashed writers at, and
+staging many leaves in parallel.
 """
 
 from __future__ import annotations
@@ -19,10 +33,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from lance_partitioned.catalog import storage
+from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.operations import leases
+from lance_partitioned.operations.branches import leaf_target
+from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.parallel import for_each
 from lance_partitioned.operations.staged_check import check_staged_all
-from lance_partitioned.operations.staging import StagedLeaf, unstage_leaf
+from lance_partitioned.operations.staging import StagedLeaf, stage_leaf, unstage_leaf
 
 log = logging.getLogger(__name__)
 
@@ -163,3 +185,134 @@ def remove_file(uri: str, name: str, storage_options: dict[str, str] | None) -> 
         storage.resolve(uri, storage_options).delete(storage.Storage.join(uri, "data", name))
     except Exception as exc:
         log.warning("could not remove %s/data/%s: %s", uri, name, exc)
+
+
+Rows = tuple["pa.Table | None", Sequence[str]]
+Base = Any  # a Snapshot, or the __manifest dataset to commit on
+
+
+class LeafTransaction:
+    """One namespace transaction: lease, staged leaves, one ``__manifest`` commit.
+
+    Use it as a context manager. Leaving the block with an exception before
+    ``publish`` succeeded rolls back every staged leaf unless the commit is found
+    to have landed; the lease taken on entry (none is taken when ``lease`` is
+    given) is released either way.
+
+    Example::
+
+        with LeafTransaction(manifest, snapshot, "delete") as tx:
+            tx.stage(leaves, lambda leaf: tx.stage_change(leaf, DeleteRows(predicate)))
+            version = tx.publish(lambda base: (republish_rows(base, tx.versions()), ()))
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        snapshot: Snapshot,
+        what: str,
+        lease: leases.Lease | None = None,
+        txn: str | None = None,
+        on_rollback: Callable[[StagedSet], None] | None = None,
+    ):
+        self.manifest = manifest
+        self.snapshot = snapshot
+        self.what = what
+        self.staged = StagedSet(txn or new_txn_id(), manifest.storage_options, lease=lease)
+        self.published: int | None = None
+        self._on_rollback = on_rollback
+        self._own_lease: leases.Lease | None = None
+
+    def __enter__(self) -> LeafTransaction:
+        if self.staged.lease is None:
+            self._own_lease = self.staged.lease = leases.acquire(self.manifest, self.what)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            failed = exc_type is not None and self.published is None
+            if failed and not self.staged.landed(self.manifest, self.snapshot.version):
+                self.rollback()
+        finally:
+            if self._own_lease is not None:
+                self._own_lease.release()
+
+    # -- staging ------------------------------------------------------------
+    def stage(
+        self,
+        items: Sequence[Any],
+        fn: Callable[[Any], StagedLeaf | None],
+        key: Callable[[Any], str] = lambda leaf: leaf.object_id,
+        on_done: Callable[[Any, StagedLeaf | None], None] | None = None,
+    ) -> None:
+        """Stage ``fn(item)`` for every item in parallel (``run_parallel``), recording
+        each staged leaf under ``key(item)`` as it succeeds (None: nothing staged)."""
+
+        def record(item: Any, staged: StagedLeaf | None) -> None:
+            if staged is not None:
+                self.staged.leaves[key(item)] = staged
+            if on_done is not None:
+                on_done(item, staged)
+
+        run_parallel(items, fn, record)
+
+    def stage_change(self, leaf: Leaf, change: LeafChange) -> StagedLeaf:
+        """Stage ``change`` on ``leaf``'s published content (on its branch, when pinned to one)."""
+        opts = self.manifest.storage_options
+        target = leaf_target(self.snapshot.leaf_uri(leaf.location), leaf, opts)
+        return stage_leaf(
+            target.uri, target.published, change, self.staged.txn, opts, branch=target.branch
+        )
+
+    def versions(self) -> dict[str, int]:
+        """The staged version of every leaf whose staging changed it, by object id."""
+        return {oid: s.version for oid, s in self.staged.leaves.items() if s.changed}
+
+    def branches(self, object_ids: Iterable[str]) -> dict[str, str | None]:
+        """The branch each named leaf was staged on (None: main)."""
+        return {oid: self.staged.leaves[oid].branch for oid in object_ids}
+
+    # -- publishing ---------------------------------------------------------
+    def publish(
+        self,
+        rows: Callable[[Base], Rows | None],
+        base: Base = None,
+        on_conflict: Callable[[CommitConflictError], Base] | None = None,
+        attempts: int = 1,
+    ) -> int | None:
+        """Commit ``rows(base)`` (upserts, object ids to delete) on ``base`` (default: the
+        transaction's snapshot) after the check before publishing; return the version.
+
+        On a conflict, ``on_conflict`` returns the base to retry on (rebasing) or
+        raises; without it, or after ``attempts`` commits, the CommitConflictError is
+        raised. ``rows`` returning None means nothing is left to publish: None.
+        """
+        base = self.snapshot if base is None else base
+        for attempt in range(attempts):
+            out = rows(base)
+            if out is None:
+                return None
+            upserts, deletes = out
+            self.staged.before_publish()
+            dataset = base.dataset if isinstance(base, Snapshot) else base
+            try:
+                self.published = self.manifest.commit(dataset, upserts, deletes).version
+            except CommitConflictError as exc:
+                if on_conflict is None or attempt == attempts - 1:
+                    raise
+                base = on_conflict(exc)
+                continue
+            # Once __manifest is committed the transaction is published: nothing may undo it.
+            pause_point("published")
+            return self.published
+        return None
+
+    def rollback(self, object_ids: Iterable[str] | None = None) -> None:
+        """Undo the staging of the named leaves (default: all), which will not be published."""
+        if object_ids is None:
+            self.staged.rollback()
+            if self._on_rollback is not None:
+                self._on_rollback(self.staged)
+            return
+        part = {oid: self.staged.leaves.pop(oid) for oid in list(object_ids)}
+        StagedSet(self.staged.txn, self.staged.storage_options, part).rollback()

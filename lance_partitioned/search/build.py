@@ -33,19 +33,13 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
-from lance_partitioned.operations.transaction import (
-    StagedSet,
-    new_txn_id,
-    pause_point,
-    run_parallel,
-)
+from lance_partitioned.operations.staging import StagedLeaf
+from lance_partitioned.operations.transaction import LeafTransaction, pause_point
 from lance_partitioned.search.definitions import (
     IndexDefinition,
     SearchError,
@@ -230,36 +224,30 @@ def _publish(
     published version (None when no leaf changed) and the changed object ids.
     On any failure the staged versions are rolled back and nothing is published.
     """
-    opts = manifest.storage_options
-    staged = StagedSet(new_txn_id(), opts, lease=lease)
+    with LeafTransaction(manifest, snapshot, "index build", lease=lease) as tx:
 
-    def stage(oid: str) -> StagedLeaf:
-        leaf, change = changes[oid]
-        target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
-        out = stage_leaf(
-            target.uri, target.published, change, staged.txn, opts, branch=target.branch
-        )
-        progress.advance()  # one partition's index built (thread-safe)
-        return out
+        def stage(oid: str) -> StagedLeaf:
+            leaf, change = changes[oid]
+            out = tx.stage_change(leaf, change)
+            progress.advance()  # one partition's index built (thread-safe)
+            return out
 
-    published = None
-    progress.start(len(changes))
-    try:
-        run_parallel(sorted(changes), stage, lambda oid, s: staged.leaves.__setitem__(oid, s))
-        versions = {oid: s.version for oid, s in staged.leaves.items() if s.changed}
+        progress.start(len(changes))
+        tx.stage(sorted(changes), stage, key=lambda oid: oid)
+        versions = tx.versions()
         base = before_rows() if before_rows is not None else snapshot.dataset
         if not versions:
             return None, []
         pause_point("leaves_staged")
-        branches = {oid: staged.leaves[oid].branch for oid in versions}
-        rows = republish_rows(base, versions, (), branches, staged.num_rows(versions))
-        staged.before_publish()
-        published = manifest.commit(base, rows).version
-    except BaseException:
-        if published is None and not staged.landed(manifest, snapshot.version):
-            staged.rollback()
-        raise
-    pause_point("published")
+        published = tx.publish(
+            lambda on: (
+                republish_rows(
+                    on, versions, (), tx.branches(versions), tx.staged.num_rows(versions)
+                ),
+                (),
+            ),
+            base=base,
+        )
     return published, sorted(versions)
 
 
