@@ -37,16 +37,18 @@ from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.write import WriteJob, check_write_sizes
 
 __all__ = [
+    "NamespaceHandle",
+    "PartitionField",
     "PartitionedNamespace",
     "SchemaLike",
     "SpecLike",
     "WriteResult",
+    "clear_caches",
     "create",
+    "mutator",
     "open",
     "repair",
-    "mutator",
     "to_schema",
-    "NamespaceHandle",
 ]
 
 if TYPE_CHECKING:
@@ -376,13 +378,3 @@ def clear_caches() -> None:
     """
     clear_plan_caches()
     clear_filter_checks()
-
-
-__all__ = [
-    "PartitionedNamespace",
-    "PartitionField",
-    "WriteResult",
-    "clear_caches",
-    "create",
-    "open",
-]

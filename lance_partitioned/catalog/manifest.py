@@ -328,15 +328,6 @@ class Manifest:
         (``catalog.commit_safety``); every writer calls it before writing anything."""
         commit_safety.check(self.root, self.storage)
 
-    # -- reading ------------------------------------------------------------
-    @staticmethod
-    def rows(
-        ds: lance.LanceDataset, filter: str | None = None, columns: Sequence[str] | None = None
-    ) -> pa.Table:
-        """Manifest rows matching a SQL filter (all when None)."""
-        cols = list(columns) if columns is not None else None
-        return ds.to_table(columns=cols, filter=filter)
-
     # -- writing ------------------------------------------------------------
     def commit(
         self,

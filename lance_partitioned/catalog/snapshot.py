@@ -332,19 +332,6 @@ class Snapshot:
         cols = ["object_id", "read_version", "read_branch", "read_tag", "metadata"]
         return self._read_rows(cols, filter)
 
-    def stored_counts(self, filter: str | None = None) -> dict[str, int]:
-        """Trusted row counts of the leaves ``filter`` selects, by object id (no leaf opened)."""
-        rows = self._spec_rows(self._count_rows(filter))
-        counts = trusted_counts(rows)
-        known = rows.filter(pc.is_valid(counts))
-        return dict(
-            zip(
-                known.column("object_id").to_pylist(),
-                pc.drop_null(counts).to_pylist(),
-                strict=True,
-            )
-        )
-
     def _spec_rows(self, rows: pa.Table) -> pa.Table:
         """``rows`` without tables outside the spec version namespaces (as ``_to_leaves``)."""
         heads = pc.list_element(pc.split_pattern(rows.column("object_id"), "$", max_splits=1), 0)

@@ -164,11 +164,6 @@ def instant(us: int) -> dt.datetime:
     return naive(us).replace(tzinfo=dt.timezone.utc)
 
 
-def wall_of(tz: str, t: int) -> int:
-    """The wall clock of instant ``t``."""
-    return t + offsets(tz, [t])[0]
-
-
 def min_wall_from(tz: str, t: int) -> int:
     """The smallest wall clock any instant ``>= t`` shows (earlier than ``t``'s own
     when the clocks are set back soon after ``t``)."""

@@ -242,11 +242,6 @@ class IdLayout:
         self._placed  # noqa: B018 - computed for its errors
 
     @property
-    def placeholder_schema(self) -> pa.Schema:
-        """Columns plus one NULL-typed placeholder per unused id: Lance numbers it as wanted."""
-        return self._placed[0]
-
-    @property
     def lance_schema(self) -> LanceSchema:
         """A LanceSchema with exactly the wanted ids (checked against Lance's answer)."""
         placed, drops = self._placed

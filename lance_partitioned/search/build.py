@@ -30,8 +30,6 @@ import lance
 
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import SchemaError
-from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
@@ -407,11 +405,3 @@ def list_indexes(snapshot: Snapshot) -> list[IndexInfo]:
             )
         )
     return out
-
-
-def check_column_present(schema: Schema, d: IndexDefinition) -> str:
-    """The current name of ``d``'s column; SchemaError when the column was dropped."""
-    name = d.column_in(schema)
-    if name is None:
-        raise SchemaError(f"index {d.name!r}: its column {d.column!r} was dropped")
-    return name

@@ -248,27 +248,6 @@ def nearest_hits(ctx: LeafContext, table: pa.Table) -> pa.Table:
     return _hits(ctx, table, "_distance", distance)
 
 
-def vector_hits(
-    ctx: LeafContext,
-    column: str,
-    queries: np.ndarray,
-    k: int,
-    metric: str,
-    nprobes: int | None,
-    refine_factor: int | None,
-    *,
-    flat: bool = False,
-) -> list[pa.Table]:
-    """The top ``k`` rows of the leaf for each query vector (one hit table per query);
-    ``flat`` as in ``nearest_rows``."""
-    return [
-        nearest_hits(
-            ctx, nearest_rows(ctx, column, q, k, metric, nprobes, refine_factor, flat=flat)
-        )
-        for q in queries
-    ]
-
-
 def text_hits(
     ctx: LeafContext,
     column: str,
