@@ -55,7 +55,7 @@ import scale_build  # noqa: E402
 from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned.operations import publish  # noqa: E402
+from lance_partitioned.operations import transaction  # noqa: E402
 from lance_partitioned.operations.publish import WriteMode  # noqa: E402
 from lance_partitioned.operations.write import WriteJob  # noqa: E402
 
@@ -202,16 +202,16 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
     # 4. one commit touching 1,000 existing partitions
     whole, commits, stagings = [], [], []
     staged_in: list[float] = []
-    real = publish.run_parallel
+    real = transaction.run_parallel
 
-    def timed_staging(*args, **kwargs):  # commit_write stages every leaf through it
+    def timed_staging(*args, **kwargs):  # LeafTransaction.stage stages every leaf through it
         t = time.perf_counter()
         try:
             return real(*args, **kwargs)
         finally:
             staged_in.append(time.perf_counter() - t)
 
-    publish.run_parallel = timed_staging
+    transaction.run_parallel = timed_staging
     for _ in range(2):
         ks = rng.sample(range(n), min(1000, n))
         data = pa.table({"k": ks, "v": [-1] * len(ks)}, schema=SCHEMA)
@@ -230,7 +230,7 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
         )
         check(not any(lw.is_new for lw in written.leaves.values()), "a partition was created")
         extra.extend(ks)
-    publish.run_parallel = real
+    transaction.run_parallel = real
     # what Lance alone needs for 1,000 leaf versions, measured beside it (same load)
     floor = lance_floor(root.parent / "floor", min(1000, n))
     out["lance_floor_1000"], out["lance_floor_1000_seq"] = floor["threads"], floor["sequential"]
