@@ -106,7 +106,7 @@ def namespace_ids_of_leaf(ds: lance.LanceDataset) -> list[int]:
 
 
 @dataclass(frozen=True)
-class LeafTarget:
+class LeafColumnsTarget:
     """The columns (and Lance ids) an existing leaf has once a write has added what it lacks.
 
     ``namespace_ids[i]`` is the namespace field id column ``i`` holds (None for
@@ -129,7 +129,7 @@ class LeafTarget:
 
 
 # Leaves (the open dataset objects: one pinned version each, so their columns never
-# change) whose full ``leaf_target`` against a namespace schema found no column
+# change) whose full ``leaf_columns_target`` against a namespace schema found no column
 # missing. The writer computes it when it maps a leaf's columns; staging then
 # commits on that same object and need not compute it again (about 0.1-0.3 ms of
 # CPU per leaf, a third of a 1,000-partition commit's own work).
@@ -142,9 +142,9 @@ def lacks_nothing(ds: lance.LanceDataset, schema: Schema) -> bool:
         return _COMPLETE.get(ds) is schema
 
 
-def leaf_target(
+def leaf_columns_target(
     ds: lance.LanceDataset, schema: Schema, label: str, only: set[int] | None = None
-) -> LeafTarget:
+) -> LeafColumnsTarget:
     """``ds`` with the namespace columns it lacks added under their namespace ids.
 
     With ``only``, just the lacking columns whose ids occur in ``only`` (the
@@ -166,7 +166,7 @@ def leaf_target(
             with _COMPLETE_LOCK:
                 _COMPLETE[ds] = schema
         ids = tuple(fid if schema.has_id(fid) else None for fid in ns_ids)
-        return LeafTarget(base, ids, ())
+        return LeafColumnsTarget(base, ids, ())
     fields: list[pa.Field] = []
     ids: list[list[int]] = []
     held: list[int | None] = []
@@ -202,7 +202,7 @@ def leaf_target(
         layout.check()
     except FieldIdLayoutError as exc:
         raise SchemaError(f"partition {label}: cannot add columns {missing}: {exc}") from exc
-    return LeafTarget(layout, tuple(held), tuple(missing), tuple(widened))
+    return LeafColumnsTarget(layout, tuple(held), tuple(missing), tuple(widened))
 
 
 def lagging_columns(
@@ -349,13 +349,13 @@ class WriteMapping:
 
     The target (``layout``) is the leaf's own columns, with their Lance ids,
     plus the namespace columns the leaf lacks, with their namespace ids: the
-    commit adds those to the leaf first (``leaf_target``), metadata only.
+    commit adds those to the leaf first (``leaf_columns_target``), metadata only.
     """
 
     def __init__(self, schema: Schema, leaf: lance.LanceDataset, label: str):
         self.schema = schema
         self.label = label
-        target = leaf_target(leaf, schema, label)
+        target = leaf_columns_target(leaf, schema, label)
         self.layout = target.layout
         self.plan: list[tuple[pa.Field, pa.Field | None]] = [
             (lf, None if fid is None else schema.field_by_id(fid))
