@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import referenced_columns
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import DeleteRows
 from lance_partitioned.operations.leases import Lease, LeaseLostError
 from lance_partitioned.operations.scan import Scan
@@ -113,7 +113,7 @@ def _delete_once(
         change = changes.setdefault(
             leaf.object_id, DeleteRows(predicate, snapshot.schema, columns, leaf.object_id)
         )
-        target = leaf_target(uri, leaf, opts)  # a branch-pinned leaf is changed on its branch
+        target = resolve_leaf(uri, leaf, opts)  # a branch-pinned leaf is changed on its branch
         return stage_leaf(
             target.uri, target.published, change, staged.txn, opts, branch=target.branch
         )

@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
 from lance_partitioned.operations.field_ids import (
     FieldIdLayoutError,
@@ -63,7 +65,8 @@ def _leaf_field(f: pa.Field, field_id: int) -> pa.Field:
     return pa.field(f.name, f.type, f.nullable, meta)
 
 
-_layouts: dict[str, IdLayout] = {}
+# New leaves' layouts by namespace schema (JSON): computing one may ask Lance.
+_layouts: BoundedCache = caches.register("leaf_schema.layouts", BoundedCache(maxsize=256))
 
 
 def namespace_layout(schema: Schema) -> IdLayout:
@@ -76,7 +79,8 @@ def namespace_layout(schema: Schema) -> IdLayout:
     key = schema.to_json_str()
     hit = _layouts.get(key)
     if hit is None:
-        hit = _layouts[key] = _namespace_layout(schema)
+        hit = _namespace_layout(schema)
+        _layouts.put(key, hit)
     return hit
 
 
@@ -133,7 +137,10 @@ class LeafColumnsTarget:
 # missing. The writer computes it when it maps a leaf's columns; staging then
 # commits on that same object and need not compute it again (about 0.1-0.3 ms of
 # CPU per leaf, a third of a 1,000-partition commit's own work).
-_COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = weakref.WeakKeyDictionary()
+# Bounded by the datasets alive: an entry goes with its dataset.
+_COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = caches.register(
+    "leaf_schema.complete", weakref.WeakKeyDictionary()
+)
 _COMPLETE_LOCK = threading.Lock()
 
 

@@ -18,11 +18,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.staging import StagedLeaf, stage_leaf
@@ -91,7 +91,7 @@ def _restage_once(
 
     def stage(leaf: Leaf) -> StagedLeaf:
         change = changes.setdefault(leaf.object_id, change_for(snapshot, leaf))
-        target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
+        target = resolve_leaf(snapshot.leaf_uri(leaf.location), leaf, opts)
         return stage_leaf(
             target.uri, target.published, change, staged.txn, opts, branch=target.branch
         )

@@ -28,12 +28,12 @@ from typing import Any
 
 import lance
 
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
@@ -235,7 +235,7 @@ def _publish(
 
     def stage(oid: str) -> StagedLeaf:
         leaf, change = changes[oid]
-        target = leaf_target(snapshot.leaf_uri(leaf.location), leaf, opts)
+        target = resolve_leaf(snapshot.leaf_uri(leaf.location), leaf, opts)
         out = stage_leaf(
             target.uri, target.published, change, staged.txn, opts, branch=target.branch
         )

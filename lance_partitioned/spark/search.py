@@ -41,7 +41,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
+from lance_partitioned.catalog.leaf_open import open_pinned
+from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.search import merge
@@ -60,7 +61,7 @@ from lance_partitioned.search.definitions import (
     query_problem,
     vector_dimension,
 )
-from lance_partitioned.search.query import leaf_context, open_pinned
+from lance_partitioned.search.query import leaf_context
 from lance_partitioned.spark.planning import load_snapshot
 from lance_partitioned.spark.types import BatchConformer, arrow_to_spark, spark_arrow_schema
 
@@ -244,12 +245,7 @@ def search_group(plan: SearchPlan, group: int, queries: pa.Table) -> pa.Table:
     qs = _query_vectors(plan, ids, queries.column("_lp_query").to_pylist())
 
     def context(t: SearchTarget):
-        ds = open_pinned(
-            t.uri,
-            t.leaf,
-            plan.storage_options,
-            lambda: open_leaf_dataset(t.uri, t.leaf, plan.storage_options),
-        )
+        ds = open_pinned(t.uri, t.leaf, plan.storage_options)
         return leaf_context(
             ds,
             plan.schema,
