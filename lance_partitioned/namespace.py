@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import creation, history, layout
 from lance_partitioned.catalog.manifest import Manifest, manifest_schema
-from lance_partitioned.catalog.snapshot import Snapshot, clear_plan_caches
+from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NotAPartitionedNamespaceError, lance_boundaries
 from lance_partitioned.facade.base import (
     NamespaceHandle,
@@ -23,12 +23,12 @@ from lance_partitioned.facade.base import (
 from lance_partitioned.facade.evolution import EvolutionMethods
 from lance_partitioned.facade.maintenance import MaintenanceMethods
 from lance_partitioned.facade.search import SearchMethods
+from lance_partitioned.format import caches
 from lance_partitioned.format.schema import check_column_names
 from lance_partitioned.format.spec import PartitionField, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations import evolution
 from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
-from lance_partitioned.operations.filter_check import clear_filter_checks
 from lance_partitioned.operations.input import DataLike, iter_batches
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.publish import WriteMode
@@ -362,13 +362,15 @@ def repair(root: str, storage_options: dict[str, str] | None = None) -> list[str
 
 
 def clear_caches() -> None:
-    """Forget what queries kept from the namespaces this process read.
+    """Forget what this process kept from the namespaces it read: every cache.
 
     Queries keep, by the exact content of each ``__manifest`` version: its parsed
     schema and specs, the filters bound to them, and the leaf rows a filter
     selected (at most 64 MiB in all). A query repeated on an unchanged namespace
     then plans in well under a millisecond; any commit is a new version and is
-    read anew. Call this to free that memory, or to time a first query.
+    read anew. Searches keep opened leaf versions and their vectors. Each cache
+    is bounded; this empties all of them (``format/caches.py``). Call it to free
+    that memory, or to time a first query.
 
     Example::
 
@@ -376,5 +378,4 @@ def clear_caches() -> None:
         ns = lp.open(root)
         ns.plan("k = 1")  # reads and binds everything again
     """
-    clear_plan_caches()
-    clear_filter_checks()
+    caches.clear_all()

@@ -49,7 +49,8 @@ from lance_namespace.errors import (
 from lance_namespace_urllib3_client.models import TableBasicStats
 
 from lance_partitioned.catalog import layout, storage
-from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
+from lance_partitioned.catalog.leaf_open import open_leaf_dataset
+from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import lance_boundaries
 from lance_partitioned.format.namespace_models import schema_to_model
 from lance_partitioned.namespace import PartitionedNamespace

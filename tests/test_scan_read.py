@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
+from lance_partitioned.catalog.leaf_open import open_leaf_dataset, read_session
+from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.operations import filter_check
 
 SCHEMA = pa.schema(
@@ -120,7 +121,6 @@ def test_widened_column_reads_as_the_namespace_type(ns20):
 def test_shared_session_reads_a_recreated_dataset_anew(tmp_path):
     """The shared read session caches metadata by path; a dataset deleted and
     written again at the same path (same version number) is read as it now is."""
-    from lance_partitioned.catalog.snapshot import read_session
 
     uri = str(tmp_path / "leaf.lance")
     leaf = Leaf("x", "leaf.lance", 0, (), read_version=1)

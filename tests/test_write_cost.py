@@ -303,16 +303,16 @@ def test_staging_does_not_map_a_leaf_the_writer_found_complete(tmp_path, monkeyp
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
     ns.append(pa.table({"k": [1, 2], "v": [1, 2]}, schema=schema))
     calls: list[object] = []
-    real = leaf_schema.leaf_target
+    real = leaf_schema.leaf_columns_target
 
     def counting(ds, sch, label, only=None):
         calls.append(only)
         return real(ds, sch, label, only)
 
-    monkeypatch.setattr(leaf_schema, "leaf_target", counting)
+    monkeypatch.setattr(leaf_schema, "leaf_columns_target", counting)
     ns.append(pa.table({"k": [1, 2], "v": [3, 4]}, schema=schema))
     assert calls == [None, None]  # the writer's two mappings; staging adds none
-    monkeypatch.setattr(leaf_schema, "leaf_target", real)
+    monkeypatch.setattr(leaf_schema, "leaf_columns_target", real)
 
     ns.add_column("w", pa.string())
     ns = lp.open(ns.root)

@@ -29,17 +29,17 @@ The probe signs its requests itself (``catalog.s3_http``, ``Storage.s3_client``)
 
 from __future__ import annotations
 
-import threading
 import uuid
 from urllib.parse import urlsplit
 
 from lance_partitioned.catalog import storage as st
 from lance_partitioned.catalog.storage_options import TRUST_CONDITIONAL_PUT, raw_option, truthy
 from lance_partitioned.errors import StorageError, UnsafeStoreError
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 
-_CHECKED: set[tuple[str, str]] = set()
-_IF_MATCH: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> If-Match honoured
-_LOCK = threading.Lock()
+# (endpoint, bucket) checked -> whether it also honours If-Match (``_probe``).
+_PROBED: BoundedCache = caches.register("commit_safety.probed", BoundedCache(maxsize=256))
 
 FIX = (
     "upgrade the server to one that honours conditional writes (MinIO since "
@@ -60,13 +60,9 @@ def check(root: str, storage: st.Storage) -> None:
         return
     if truthy(raw_option(storage.options, TRUST_CONDITIONAL_PUT)):
         return
-    key = (endpoint, storage.authority)
-    with _LOCK:
-        if key in _CHECKED:
-            return
+    if (endpoint, storage.authority) in _PROBED:
+        return
     _probe(root, storage, endpoint)
-    with _LOCK:
-        _CHECKED.add(key)
 
 
 def if_match_honoured(storage: st.Storage) -> bool:
@@ -78,8 +74,7 @@ def if_match_honoured(storage: st.Storage) -> bool:
         return True
     if truthy(raw_option(storage.options, TRUST_CONDITIONAL_PUT)):
         return True  # the user vouches for conditional writes, If-Match included
-    with _LOCK:
-        return _IF_MATCH.get((endpoint, storage.authority), False)
+    return bool(_PROBED.get((endpoint, storage.authority), False))
 
 
 def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
@@ -119,8 +114,7 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
         except Exception:  # best effort; a leftover probe object is harmless
             pass
     if second in (412, 409):
-        with _LOCK:
-            _IF_MATCH[(endpoint, storage.authority)] = if_match
+        _PROBED.put((endpoint, storage.authority), if_match)
         return
     if 200 <= second < 300:
         problem = "accepted a second If-None-Match: * PUT of an existing object"
@@ -134,9 +128,7 @@ def _probe(root: str, storage: st.Storage, endpoint: str) -> None:
 
 
 def _reset_for_tests() -> None:
-    with _LOCK:
-        _CHECKED.clear()
-        _IF_MATCH.clear()
+    _PROBED.clear()
 
 
 __all__ = ["FIX", "check", "if_match_honoured"]

@@ -60,7 +60,9 @@ class Leaf(NamedTuple):
     read_tag: str | None = None
 
     def version_ref(self) -> int | str | tuple[str, int] | None:
-        """What to pass to ``lance.dataset(version=...)`` per seed 000 Read Behavior."""
+        """The row's read columns as Lance names a version (what ``checkout_version``
+        takes): a tag, ``(branch, version or None)``, a main version, or None (latest
+        main). ``catalog.leaf_open`` opens and resolves leaves by it."""
         if self.read_tag is not None:
             return self.read_tag
         if self.read_branch is not None:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import os
-import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import lance
 import pyarrow as pa
@@ -21,6 +19,7 @@ import pyarrow.compute as pc
 
 from lance_partitioned.catalog import creation, history, layout, repair
 from lance_partitioned.catalog.layout import join_uri
+from lance_partitioned.catalog.leaf_open import open_leaf_dataset
 from lance_partitioned.catalog.leaf_table import (  # noqa: F401  (Leaf, paused_gc: re-exported)
     LEAF_COLUMNS,
     Leaf,
@@ -50,11 +49,14 @@ from lance_partitioned.errors import (
     NotAPartitionedNamespaceError,
     SpecError,
 )
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.filters.render import quote_identifier, render_literal
 from lance_partitioned.format.schema import Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, check_field_ids
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 # Python types of partition values whose SQL equality in Lance is exactly Python's
@@ -63,18 +65,18 @@ _EXACT_TYPES = (int, bool, str, dt.date)
 
 # (root, version, message) already logged, so that repeated loads of one
 # damaged version (every scan refreshes) log once per process.
-_warned: set[tuple[str, int, str]] = set()
+_warned: BoundedCache = caches.register("snapshot.warned", BoundedCache(maxsize=1024))
 
 
 def _warn_once(root: str, version: int, message: str) -> None:
     if (root, version, message) not in _warned:
-        _warned.add((root, version, message))
+        _warned.put((root, version, message), True)
         log.warning("%s: %s", root, message)
 
 
 # Leaf tables of recent ``__manifest`` versions (``Snapshot.leaf_table``): a query
 # repeated on an unchanged namespace plans without reading ``__manifest`` again.
-_version_cache = VersionCache(max_bytes=64 << 20)
+_version_cache = caches.register("snapshot.leaf_tables", VersionCache(max_bytes=64 << 20))
 
 # ``__manifest`` rows up to which reads skip late materialisation (``_read_rows``).
 SMALL_MANIFEST_ROWS = 10_000
@@ -82,10 +84,8 @@ SMALL_MANIFEST_ROWS = 10_000
 # Parsed ``__manifest`` metadata by its text: every scan opens the latest version,
 # and re-parsing the same schema and spec JSON (and validating them) was a tenth
 # of a small query's planning. Keyed by the exact strings, so any change misses.
-_PARSED_LIMIT = 64
 _Parsed = tuple[Schema, dict[int, PartitionSpec], str | None, dict[str, Any]]
-_parsed: dict[tuple[tuple[str, str], ...], _Parsed] = {}
-_parsed_lock = threading.Lock()
+_parsed: BoundedCache = caches.register("snapshot.parsed_metadata", BoundedCache(maxsize=64))
 
 
 def _parse_metadata(root: str, meta: dict[str, str]) -> _Parsed:
@@ -94,8 +94,7 @@ def _parse_metadata(root: str, meta: dict[str, str]) -> _Parsed:
     namespace at ``root``, named in errors). Raises what the parse raises; only
     successful parses are remembered. Callers copy ``specs``."""
     key = tuple(sorted(meta.items()))
-    with _parsed_lock:
-        hit = _parsed.get(key)
+    hit = _parsed.get(key)
     if hit is not None:
         return hit
     if SCHEMA_KEY not in meta:
@@ -123,10 +122,7 @@ def _parse_metadata(root: str, meta: dict[str, str]) -> _Parsed:
         max((i for s in specs.values() for f in s.fields for i in f.source_ids), default=-1)
     )
     parsed = (schema, specs, _spec_problem(schema, specs[max(specs)]), {})
-    with _parsed_lock:
-        if len(_parsed) >= _PARSED_LIMIT:
-            _parsed.pop(next(iter(_parsed)))
-        _parsed[key] = parsed
+    _parsed.put(key, parsed)
     return parsed
 
 
@@ -254,16 +250,24 @@ class Snapshot:
         same path, with the same version numbers, has another key."""
         if self.view is not None:
             return None
-        digest = self._cache.get("version_digest")
-        if digest is None:  # once per snapshot: its version never changes
-            try:
-                manifest = self.dataset._ds.serialized_manifest()
-            except AttributeError:
-                return None
-            digest = self._cache["version_digest"] = hashlib.blake2b(
-                manifest, digest_size=20
-            ).digest()
-        return (self.manifest.uri, digest, *what)
+        digest = self.memo("version_digest", self._digest)
+        return None if digest is None else (self.manifest.uri, digest, *what)
+
+    def _digest(self) -> bytes | None:
+        try:
+            manifest = self.dataset._ds.serialized_manifest()
+        except AttributeError:
+            return None
+        return hashlib.blake2b(manifest, digest_size=20).digest()
+
+    def memo(self, name: str, build: Callable[[], _T]) -> _T:
+        """What ``build()`` derives from this snapshot, built on first use and kept
+        with it under ``name`` (a snapshot never changes, so neither does the value).
+        Two threads may both build it; the first result stored is kept."""
+        try:
+            return self._cache[name]
+        except KeyError:
+            return self._cache.setdefault(name, build())
 
     def _leaf_rows(self, filter: str | None, extra: Sequence[str] = ()) -> pa.Table:
         """The table rows matching ``filter``: the columns a ``Leaf`` needs, plus ``extra``."""
@@ -411,14 +415,6 @@ class Snapshot:
             raise better from exc
 
 
-def clear_plan_caches() -> None:
-    """Forget the parsed metadata, bound filters and leaf rows kept from recent
-    ``__manifest`` versions: the next query of each namespace reads them anew."""
-    _version_cache.clear()
-    with _parsed_lock:
-        _parsed.clear()
-
-
 def spec_problem(snapshot: Snapshot) -> str | None:
     """Why the current spec cannot be written under (it fails validation), or None.
 
@@ -437,53 +433,3 @@ def _spec_problem(schema: Schema, spec: PartitionSpec) -> str | None:
             f"namespace schema: {exc}. Add a valid spec with ns.evolve_spec(...)"
         )
     return None
-
-
-def open_leaf_dataset(
-    uri: str,
-    leaf: Leaf,
-    storage_options: dict[str, str] | None,
-    session: lance.Session | None = None,
-) -> lance.LanceDataset:
-    ref = leaf.version_ref()
-    if isinstance(ref, tuple):
-        branch, version = ref
-        ds = lance.dataset(uri, storage_options=storage_options, session=session)
-        return (
-            ds.checkout_version((branch, version))
-            if version is not None
-            else ds.checkout_version(branch)
-        )
-    return lance.dataset(uri, version=ref, storage_options=storage_options, session=session)
-
-
-# Cache capacities of the shared read session: a leaf's manifest and file
-# metadata take kilobytes, so this holds those of tens of thousands of leaves.
-READ_SESSION_CACHE_BYTES = 256 * 2**20
-_read_session: tuple[int, lance.Session] | None = None
-_read_session_lock = threading.Lock()
-
-
-def read_session() -> lance.Session:
-    """The Lance session scans open leaves with, one per process.
-
-    Without one, every ``lance.dataset`` call builds its own session: new caches
-    and a new object store (on S3 a new client and connections) for each leaf of
-    each query. Sharing it lets the leaves of a scan, and the queries a process
-    repeats, reuse both. Reads stay exact: a leaf is opened at the version its
-    ``__manifest`` row pins, and Lance checks what it cached against storage (a
-    dataset deleted and re-created at the same path is read anew). Rebuilt in a
-    forked child, whose parent's Lance threads do not exist.
-    """
-    global _read_session
-    pid = os.getpid()
-    with _read_session_lock:
-        if _read_session is None or _read_session[0] != pid:
-            _read_session = (
-                pid,
-                lance.Session(
-                    index_cache_size_bytes=READ_SESSION_CACHE_BYTES,
-                    metadata_cache_size_bytes=READ_SESSION_CACHE_BYTES,
-                ),
-            )
-        return _read_session[1]

@@ -55,6 +55,8 @@ from lance_partitioned.catalog.storage_options import duration_seconds as _secon
 from lance_partitioned.catalog.storage_options import option as _option
 from lance_partitioned.catalog.storage_options import truthy as _truthy
 from lance_partitioned.errors import StorageError
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
 REQUEST_TIMEOUT_S = 30.0
@@ -555,7 +557,9 @@ def _entry(uri: str, fi: pafs.FileInfo) -> Entry:
     return Entry(uri, 0 if is_dir else int(fi.size or 0), mtime, is_dir)
 
 
-_CACHE: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+# One ``Storage`` per (store, options): its file system and Lance file session are
+# built once. Bounded: a process rarely talks to more than a few stores.
+_CACHE: BoundedCache = caches.register("storage.stores", BoundedCache(maxsize=64))
 _CACHE_LOCK = threading.Lock()
 
 
@@ -566,12 +570,15 @@ def resolve(uri: str, storage_options: Mapping[str, str] | None = None) -> Stora
     scheme = parts.scheme.lower() if parts is not None else "file"
     store = f"{scheme}://{parts.netloc if parts is not None and scheme != 'file' else ''}"
     key = (store, tuple(sorted((storage_options or {}).items())))
-    with _CACHE_LOCK:
-        found = _CACHE.get(key)
+    found = _CACHE.get(key)
     if found is None:
         found = Storage(uri, storage_options)
-        with _CACHE_LOCK:
-            found = _CACHE.setdefault(key, found)
+        with _CACHE_LOCK:  # of two threads racing, both keep the first one stored
+            kept = _CACHE.get(key)
+            if kept is None:
+                _CACHE.put(key, found)
+            else:
+                found = kept
     return found
 
 

@@ -8,13 +8,13 @@ immutable, since every hit returns the same object.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from lance_partitioned.format.caches import BoundedCache
 
-class VersionCache:
+
+class VersionCache(BoundedCache[Hashable, Any]):
     """Least-recently-used values under a byte budget.
 
     A value bigger than an eighth of the budget is not kept (a plan of a
@@ -28,37 +28,14 @@ class VersionCache:
     """
 
     def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes=max_bytes)
 
-    def get(self, key: Hashable | None) -> Any:
-        """The value kept under ``key``, or None."""
-        if key is None:
-            return None
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
+    def get(self, key: Hashable | None, default: Any = None) -> Any:
+        """The value kept under ``key``, or ``default``."""
+        return default if key is None else super().get(key, default)
 
-    def put(self, key: Hashable | None, value: Any, nbytes: int) -> None:
+    def put(self, key: Hashable | None, value: Any, nbytes: int = 0) -> None:
         """Keep ``value`` (about ``nbytes`` of memory), evicting the least recently used."""
-        if key is None or nbytes > self.max_bytes // 8:
+        if key is None or nbytes > (self.max_bytes or 0) // 8:
             return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._entries[key] = (value, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.max_bytes:
-                _, (_, size) = self._entries.popitem(last=False)
-                self._bytes -= size
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+        super().put(key, value, nbytes)

@@ -21,12 +21,12 @@ of the tz database.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
 
+from lance_partitioned.format import caches
 from lance_partitioned.format.filters.evaluate import one_batch_context
 
 SECOND = 1_000_000  # microseconds
@@ -103,7 +103,7 @@ class Piece(NamedTuple):
 _BLOCK = 8 * 24 * 3600 * SECOND  # zone rules are sampled and cached in blocks this long
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.memoize("zones.blocks", maxsize=4096)
 def _block(tz: str, k: int) -> tuple[Piece, ...]:
     """The pieces covering block ``k``: instants ``[k * _BLOCK, (k + 1) * _BLOCK)``."""
     start, stop = k * _BLOCK, (k + 1) * _BLOCK

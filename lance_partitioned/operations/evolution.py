@@ -47,12 +47,10 @@ def evolving_schema(planned: Snapshot) -> Schema:
     recorded = recorded_last_field_id(planned.dataset.metadata)
     if recorded is not None and recorded >= planned.schema.last_field_id:
         return planned.schema
-    cached = planned._cache.get("evolving_schema")
-    if cached is None:
-        cached = planned._cache["evolving_schema"] = planned.schema.with_last_field_id(
-            _leaf_field_id_floor(planned)
-        )
-    return cached
+    return planned.memo(
+        "evolving_schema",
+        lambda: planned.schema.with_last_field_id(_leaf_field_id_floor(planned)),
+    )
 
 
 def _leaf_field_id_floor(snapshot: Snapshot) -> int:

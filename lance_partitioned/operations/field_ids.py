@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ from lance.fragment import FragmentMetadata
 from lance.schema import LanceSchema
 
 from lance_partitioned.errors import SchemaError
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import FIELD_ID_KEY
 
 PLACEHOLDER_PREFIX = "__lp_unused_id_"
@@ -165,15 +166,14 @@ def _lay_out(
     return out, drops, nxt
 
 
-_templates: dict[tuple[bytes, tuple[str, ...]], LanceSchema] = {}
-_templates_lock = threading.Lock()
+# LanceSchemas Lance made for (placeholder schema, dropped columns).
+_templates: BoundedCache = caches.register("field_ids.templates", BoundedCache(maxsize=256))
 
 
 def _template(placeholders: pa.Schema, drops: tuple[str, ...]) -> LanceSchema:
     """A LanceSchema made by Lance: create ``placeholders`` in memory, drop ``drops``."""
     key = (placeholders.serialize().to_pybytes(), drops)
-    with _templates_lock:
-        hit = _templates.get(key)
+    hit = _templates.get(key)
     if hit is not None:
         return hit
     # nothing is written to storage: an in-memory dataset, discarded after use
@@ -181,10 +181,7 @@ def _template(placeholders: pa.Schema, drops: tuple[str, ...]) -> LanceSchema:
     if drops:
         ds.drop_columns(list(drops))
     schema = ds.lance_schema
-    with _templates_lock:
-        if len(_templates) > 256:
-            _templates.clear()
-        _templates[key] = schema
+    _templates.put(key, schema)
     return schema
 
 

@@ -17,13 +17,14 @@ against the namespace. So a filter is checked first:
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import lance
 import pyarrow as pa
 
 from lance_partitioned.errors import FilterError, lance_message
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.expressions import Expr, Like, Literal, Not, Opaque
 from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.format.filters.visitor import FilterVisitor, predicates, visit
@@ -78,29 +79,25 @@ def _check_condition(expr: Expr) -> None:
         )
 
 
-_empty: dict[str, lance.LanceDataset] = {}
-_empty_lock = threading.Lock()
+# In-memory empty tables by namespace schema (JSON), to plan filters on.
+_empty: BoundedCache = caches.register("filter_check.empty_tables", BoundedCache(maxsize=64))
 
 
 def _empty_table(schema: Schema) -> lance.LanceDataset:
     key = schema.to_json_str()
-    with _empty_lock:
-        hit = _empty.get(key)
+    hit = _empty.get(key)
     if hit is None:
         arrow = without_field_id_metadata(pa.schema(list(schema.arrow)))
         # in memory only, discarded with the cache: never storage, never the namespace
         hit = lance.write_dataset(arrow.empty_table(), f"memory://lp-filter-{uuid.uuid4().hex}")
-        with _empty_lock:
-            if len(_empty) > 64:
-                _empty.clear()
-            _empty[key] = hit
+        _empty.put(key, hit)
     return hit
 
 
 # (filter SQL, schema JSON) pairs Lance has planned without error. Planning is a
 # pure function of the two, and costs a few ms per scan: as much as pruning a
 # namespace, so a query repeated against one schema plans once.
-_planned: set[tuple[str, str]] = set()
+_planned: BoundedCache = caches.register("filter_check.planned", BoundedCache(maxsize=1024))
 
 
 def _plan_with_lance(sql: str, schema: Schema) -> None:
@@ -113,13 +110,4 @@ def _plan_with_lance(sql: str, schema: Schema) -> None:
         raise FilterError(
             f"filter {sql!r} cannot be evaluated on the namespace's columns: {lance_message(exc)}"
         ) from None
-    with _empty_lock:
-        if len(_planned) > 1024:
-            _planned.clear()
-        _planned.add(key)
-
-
-def clear_filter_checks() -> None:
-    """Forget which filters Lance has planned (``_plan_with_lance``)."""
-    with _empty_lock:
-        _planned.clear()
+    _planned.put(key, True)

@@ -1,7 +1,7 @@
 """How a leaf's schema evolves towards a target: the Lance operations, one step at a time.
 
 A write into an existing leaf, and ``align_leaves``, may need the leaf's
-columns to change first (``leaf_schema.leaf_target``, ``aligned_layout``):
+columns to change first (``leaf_schema.leaf_columns_target``, ``aligned_layout``):
 a column that lags a widening is rewritten in the wider type, columns are
 renamed or dropped, namespace columns the leaf lacks are added. Lance keeps
 every field id throughout (seed 000: a leaf's ids are the namespace's).
@@ -24,8 +24,8 @@ from lance_partitioned.format.schema import Schema, is_lossless_widening
 from lance_partitioned.operations.field_ids import TOMBSTONE, IdLayout
 from lance_partitioned.operations.leaf_schema import (
     lacks_nothing,
+    leaf_columns_target,
     leaf_layout,
-    leaf_target,
     namespace_ids_of_leaf,
 )
 
@@ -134,7 +134,7 @@ def evolution_for(
     """
     if lacks_nothing(base, schema):
         return None  # no column missing at all, so none the files hold
-    target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
+    target = leaf_columns_target(base, schema, label, only=_file_field_ids(fragments))
     return next_evolution(base, target.layout) if target.changes else None
 
 
@@ -151,7 +151,7 @@ def schema_for(
     columns would then no longer match their field ids.
     """
     if schema is not None:
-        target = leaf_target(base, schema, label, only=_file_field_ids(fragments))
+        target = leaf_columns_target(base, schema, label, only=_file_field_ids(fragments))
         if target.changes:
             return target.layout.lance_schema
     return base.lance_schema

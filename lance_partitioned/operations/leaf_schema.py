@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.errors import SchemaError
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
 from lance_partitioned.operations.field_ids import (
     FieldIdLayoutError,
@@ -63,7 +65,8 @@ def _leaf_field(f: pa.Field, field_id: int) -> pa.Field:
     return pa.field(f.name, f.type, f.nullable, meta)
 
 
-_layouts: dict[str, IdLayout] = {}
+# New leaves' layouts by namespace schema (JSON): computing one may ask Lance.
+_layouts: BoundedCache = caches.register("leaf_schema.layouts", BoundedCache(maxsize=256))
 
 
 def namespace_layout(schema: Schema) -> IdLayout:
@@ -76,7 +79,8 @@ def namespace_layout(schema: Schema) -> IdLayout:
     key = schema.to_json_str()
     hit = _layouts.get(key)
     if hit is None:
-        hit = _layouts[key] = _namespace_layout(schema)
+        hit = _namespace_layout(schema)
+        _layouts.put(key, hit)
     return hit
 
 
@@ -106,7 +110,7 @@ def namespace_ids_of_leaf(ds: lance.LanceDataset) -> list[int]:
 
 
 @dataclass(frozen=True)
-class LeafTarget:
+class LeafColumnsTarget:
     """The columns (and Lance ids) an existing leaf has once a write has added what it lacks.
 
     ``namespace_ids[i]`` is the namespace field id column ``i`` holds (None for
@@ -129,11 +133,14 @@ class LeafTarget:
 
 
 # Leaves (the open dataset objects: one pinned version each, so their columns never
-# change) whose full ``leaf_target`` against a namespace schema found no column
+# change) whose full ``leaf_columns_target`` against a namespace schema found no column
 # missing. The writer computes it when it maps a leaf's columns; staging then
 # commits on that same object and need not compute it again (about 0.1-0.3 ms of
 # CPU per leaf, a third of a 1,000-partition commit's own work).
-_COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = weakref.WeakKeyDictionary()
+# Bounded by the datasets alive: an entry goes with its dataset.
+_COMPLETE: weakref.WeakKeyDictionary[lance.LanceDataset, Schema] = caches.register(
+    "leaf_schema.complete", weakref.WeakKeyDictionary()
+)
 _COMPLETE_LOCK = threading.Lock()
 
 
@@ -142,9 +149,9 @@ def lacks_nothing(ds: lance.LanceDataset, schema: Schema) -> bool:
         return _COMPLETE.get(ds) is schema
 
 
-def leaf_target(
+def leaf_columns_target(
     ds: lance.LanceDataset, schema: Schema, label: str, only: set[int] | None = None
-) -> LeafTarget:
+) -> LeafColumnsTarget:
     """``ds`` with the namespace columns it lacks added under their namespace ids.
 
     With ``only``, just the lacking columns whose ids occur in ``only`` (the
@@ -166,7 +173,7 @@ def leaf_target(
             with _COMPLETE_LOCK:
                 _COMPLETE[ds] = schema
         ids = tuple(fid if schema.has_id(fid) else None for fid in ns_ids)
-        return LeafTarget(base, ids, ())
+        return LeafColumnsTarget(base, ids, ())
     fields: list[pa.Field] = []
     ids: list[list[int]] = []
     held: list[int | None] = []
@@ -202,7 +209,7 @@ def leaf_target(
         layout.check()
     except FieldIdLayoutError as exc:
         raise SchemaError(f"partition {label}: cannot add columns {missing}: {exc}") from exc
-    return LeafTarget(layout, tuple(held), tuple(missing), tuple(widened))
+    return LeafColumnsTarget(layout, tuple(held), tuple(missing), tuple(widened))
 
 
 def lagging_columns(
@@ -349,13 +356,13 @@ class WriteMapping:
 
     The target (``layout``) is the leaf's own columns, with their Lance ids,
     plus the namespace columns the leaf lacks, with their namespace ids: the
-    commit adds those to the leaf first (``leaf_target``), metadata only.
+    commit adds those to the leaf first (``leaf_columns_target``), metadata only.
     """
 
     def __init__(self, schema: Schema, leaf: lance.LanceDataset, label: str):
         self.schema = schema
         self.label = label
-        target = leaf_target(leaf, schema, label)
+        target = leaf_columns_target(leaf, schema, label)
         self.layout = target.layout
         self.plan: list[tuple[pa.Field, pa.Field | None]] = [
             (lf, None if fid is None else schema.field_by_id(fid))

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import json
 import logging
 import os
@@ -66,6 +65,7 @@ from lance_partitioned.catalog import commit_safety, sidecar
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.storage import Storage
 from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.format import caches
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class LeaseLostError(CommitConflictError):
     """
 
 
-@functools.cache
+@caches.memoize("leases.host", maxsize=1)
 def _host() -> str:
     boot = ""
     with (

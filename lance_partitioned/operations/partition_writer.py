@@ -29,11 +29,11 @@ from lance.fragment import FragmentMetadata, write_fragments
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.layout import derived_hex, derived_namespace_name
+from lance_partitioned.catalog.leaf_open import branch_uri, resolve_leaf
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec, partition_key
 from lance_partitioned.operations import resident
-from lance_partitioned.operations.branches import branch_uri, leaf_target
 from lance_partitioned.operations.input import InputConformer, coalesce_batches
 from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
 from lance_partitioned.operations.parallel import for_each
@@ -92,7 +92,7 @@ class LeafWrite:
     fragments: list[str] = field(default_factory=list)  # FragmentMetadata JSON
     rows: int = 0
     # The Lance branch the leaf is published on (None: main): files go to its
-    # directory and the staged version to its history (``branches.leaf_target``).
+    # directory and the staged version to its history (``leaf_open.resolve_leaf``).
     branch: str | None = None
     # The published version this write builds on, as opened to map its columns
     # (``PartitionWriter._leaf_mapping``): staging commits on it instead of opening
@@ -236,7 +236,7 @@ class PartitionResolver:
         spec = self.spec
         existing: Leaf | None = self._leaves.get(key)
         if existing is not None:
-            target = leaf_target(
+            target = resolve_leaf(
                 self.snapshot.leaf_uri(existing.location),
                 existing,
                 self.snapshot.manifest.storage_options,

@@ -20,13 +20,13 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
 from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations.abandon import abort_write
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
 from lance_partitioned.operations.leaf_schema import namespace_layout
@@ -99,7 +99,7 @@ def _stage_existing(
     snapshot: Snapshot,
 ) -> StagedLeaf:
     """Stage ``leaf_write`` on the published content of an existing leaf (on its branch, if any)."""
-    target = leaf_target(uri, published, opts)
+    target = resolve_leaf(uri, published, opts)
     if target.branch != leaf_write.branch:
         # the files were written into the other branch's directory
         raise CommitConflictError(

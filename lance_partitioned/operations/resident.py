@@ -11,15 +11,16 @@ that total; ``trim_heap`` returns what glibc's heap keeps after a flush.
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import platform
 from collections.abc import Callable
 
+from lance_partitioned.format import caches
+
 _STATM = "/proc/self/statm"
 
 
-@functools.cache
+@caches.memoize("resident.page_size", maxsize=1)
 def _page_size() -> int:
     return os.sysconf("SC_PAGE_SIZE")
 
@@ -36,7 +37,7 @@ def resident_bytes() -> int | None:
         return None
 
 
-@functools.cache
+@caches.memoize("resident.malloc_trim", maxsize=1)
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None on any other C library (musl, macOS, Windows)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":

@@ -19,9 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.catalog.leaf_open import read_session
 from lance_partitioned.catalog.leaf_table import BLOCK, LeafTable
 from lance_partitioned.catalog.row_counts import trusted_counts
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc, read_session
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot, paused_gc
 from lance_partitioned.errors import (
     ColumnNotFoundError,
     SchemaError,
@@ -448,7 +449,7 @@ class Scan:
 
         Up to ``READ_THREADS`` (8) leaves are read at once, each whole by Lance
         at the version the scan's ``__manifest`` pins, through the process's
-        shared Lance session (``catalog.snapshot.read_session``); the leaves'
+        shared Lance session (``catalog.leaf_open.read_session``); the leaves'
         column chunks become the table's without a copy.
         """
         leaves = self.leaves

@@ -9,7 +9,6 @@ with one ``take``, after which each partition's rows are one contiguous range.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,10 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.format import caches
 from lance_partitioned.format.spec import partition_key
 
 
-@functools.cache
+@caches.memoize("split.write_memory_pool", maxsize=1)
 def write_memory_pool() -> pa.MemoryPool:
     """The Arrow pool a write's buffered rows are allocated from.
 

@@ -22,7 +22,7 @@ retried. Every commit we make carries ``lp.txn=<transaction id>`` in its Lance
 transaction properties, so versions written by anyone else are recognised
 and the restore over them is logged as a warning. A leaf pinned to a branch
 (``read_branch``, or a tag on a branch) is staged on that branch, in its
-directory ``<leaf>/tree/<branch>`` (``leaf_target``).
+directory ``<leaf>/tree/<branch>`` (``resolve_leaf``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ import lance
 from lance.dataset import Transaction
 from lance.fragment import FragmentMetadata
 
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.field_ids import IdLayout
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.staged_check import fragment_files, operation_files
@@ -97,9 +97,9 @@ def published_version(uri: str, leaf: Leaf, storage_options: dict[str, str] | No
     """The main-branch version whose content readers see for ``leaf`` (None: latest main).
 
     For callers that work on main only (compaction): a leaf published on a branch
-    (``read_branch``, or a tag on a branch) raises; writes use ``leaf_target``.
+    (``read_branch``, or a tag on a branch) raises; writes use ``resolve_leaf``.
     """
-    target = leaf_target(uri, leaf, storage_options)
+    target = resolve_leaf(uri, leaf, storage_options)
     if target.branch is not None:
         raise PartitionedNamespaceError(
             f"partition {leaf.object_id!r} is published on branch {target.branch!r}; "
@@ -240,7 +240,7 @@ def stage_leaf(
     (A change whose ``prepare`` asks for schema changes first is staged as a
     short chain of versions, each directly on top of the last; only the final
     one is published.) ``uri`` is the leaf or its branch directory
-    (``leaf_target``); ``branch`` is recorded in the result. Raises
+    (``resolve_leaf``); ``branch`` is recorded in the result. Raises
     CommitConflictError when concurrent commits to the leaf keep slipping in.
 
     ``opened``: version ``published`` of ``uri``, already open (the writer opened it

@@ -36,11 +36,11 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.catalog import storage
+from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
-from lance_partitioned.operations.branches import leaf_target
 from lance_partitioned.operations.leaf_changes import LeafChange
 from lance_partitioned.operations.parallel import for_each
 from lance_partitioned.operations.staged_check import check_staged_all
@@ -259,7 +259,7 @@ class LeafTransaction:
     def stage_change(self, leaf: Leaf, change: LeafChange) -> StagedLeaf:
         """Stage ``change`` on ``leaf``'s published content (on its branch, when pinned to one)."""
         opts = self.manifest.storage_options
-        target = leaf_target(self.snapshot.leaf_uri(leaf.location), leaf, opts)
+        target = resolve_leaf(self.snapshot.leaf_uri(leaf.location), leaf, opts)
         return stage_leaf(
             target.uri, target.published, change, self.staged.txn, opts, branch=target.branch
         )

@@ -22,8 +22,10 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.leaf_open import is_pinned
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError
+from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.operations.scan_filter import FilterLike
@@ -39,7 +41,6 @@ from lance_partitioned.search.definitions import (
 )
 from lance_partitioned.search.query import (
     LeafContext,
-    is_pinned,
     nearest_hits,
     open_context,
     text_hits,
@@ -145,13 +146,13 @@ def pruned_leaves(snapshot: Snapshot, scan: Scan) -> list[Leaf]:
     either; a handle searched again and again (a tenant's queries) queries
     ``__manifest`` once per filter instead of once per search (about 4 ms).
     """
-    memo = snapshot._cache.setdefault(_PRUNED_KEY, {})
+    memo = snapshot.memo(_PRUNED_KEY, lambda: BoundedCache(maxsize=_PRUNED_MAX))
     key = scan.manifest_sql
-    if key not in memo:
-        if len(memo) >= _PRUNED_MAX:
-            memo.clear()
-        memo[key] = list(scan.leaves)  # searched again and again: build the Leafs once
-    return memo[key]
+    leaves = memo.get(key)
+    if leaves is None:
+        leaves = list(scan.leaves)  # searched again and again: build the Leafs once
+        memo.put(key, leaves)
+    return leaves
 
 
 def check_probe_options(nprobes: Any, refine_factor: Any) -> None:
@@ -243,10 +244,7 @@ _DEFINITIONS_KEY = "search_definitions"
 
 def definitions(snapshot: Snapshot) -> dict[str, IndexDefinition]:
     """``load_definitions(snapshot)``, parsed once per snapshot (it never changes)."""
-    defs = snapshot._cache.get(_DEFINITIONS_KEY)
-    if defs is None:
-        defs = snapshot._cache[_DEFINITIONS_KEY] = load_definitions(snapshot)
-    return defs
+    return snapshot.memo(_DEFINITIONS_KEY, lambda: load_definitions(snapshot))
 
 
 @dataclass
@@ -282,13 +280,13 @@ def search_targets(
     prefilters and column mappings are the same for every search of one
     handle with one filter: a tenant's repeated searches plan once. Not
     remembered: filters given as expressions, and leaves read at a tag or a
-    branch head (which can move; ``query.is_pinned``).
+    branch head (which can move; ``leaf_open.is_pinned``).
     """
     key: tuple[Any, ...] | None = None
     if filter is None or isinstance(filter, str):
         key = (filter, None if columns is None else tuple(columns))
         try:
-            hit = snapshot._cache.get(_TARGETS_KEY, {}).get(key)
+            hit = _targets_memo(snapshot).get(key)
         except TypeError:  # an unhashable column name: Scan refuses it below
             hit, key = None, None
         if hit is not None:
@@ -301,11 +299,12 @@ def search_targets(
     )
     targets = Targets(scan, leaves, contexts, *partition_columns(snapshot, leaves))
     if key is not None and all(is_pinned(leaf) for leaf in leaves):
-        memo = snapshot._cache.setdefault(_TARGETS_KEY, {})
-        if len(memo) >= _TARGETS_MAX:
-            memo.clear()
-        memo[key] = targets
+        _targets_memo(snapshot).put(key, targets)
     return targets
+
+
+def _targets_memo(snapshot: Snapshot) -> BoundedCache:
+    return snapshot.memo(_TARGETS_KEY, lambda: BoundedCache(maxsize=_TARGETS_MAX))
 
 
 def _finish(targets: Targets, table: pa.Table) -> pa.Table:

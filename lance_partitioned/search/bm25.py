@@ -20,13 +20,15 @@ version never changes.
 from __future__ import annotations
 
 import math
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import lance
+
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
 
 K1 = 1.2
 B = 0.75
@@ -75,8 +77,8 @@ def corpus_stats(texts: Iterable[str | None], params: dict[str, Any]) -> CorpusS
     return CorpusStats(docs, total, df)
 
 
-_cache: dict[tuple[Any, ...], CorpusStats] = {}
-_lock = threading.Lock()
+# Statistics by leaf version, column and tokenizer; leaf versions are cheap to recount.
+_cache: BoundedCache = caches.register("bm25.corpus_stats", BoundedCache(maxsize=4096))
 
 
 def leaf_stats(
@@ -84,16 +86,12 @@ def leaf_stats(
 ) -> CorpusStats:
     """Statistics of one leaf version's ``column``; ``key`` identifies the version (cached)."""
     full = (*key, column, tuple(sorted((k, repr(v)) for k, v in params.items())))
-    with _lock:
-        hit = _cache.get(full)
+    hit = _cache.get(full)
     if hit is not None:
         return hit
     texts = (t for b in ds.to_batches(columns=[column]) for t in b.column(0).to_pylist())
     stats = corpus_stats(texts, params)
-    with _lock:
-        if len(_cache) > 4096:  # bounded; leaf versions are cheap to recount
-            _cache.clear()
-        _cache[full] = stats
+    _cache.put(full, stats)
     return stats
 
 

@@ -31,8 +31,6 @@ distances follow Lance's own arithmetic). docs/SEARCH.md §3.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +40,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.search.query import LeafContext, is_pinned, nearest_rows
+from lance_partitioned.catalog.leaf_open import is_pinned
+from lance_partitioned.format import caches
+from lance_partitioned.format.caches import BoundedCache
+from lance_partitioned.search.query import LeafContext, nearest_rows
 
 BUDGET_ENV = "LP_SEARCH_MEMORY_BYTES"
 DEFAULT_BUDGET = 512 * 1024 * 1024
@@ -92,8 +93,7 @@ def set_budget(nbytes: int | None) -> None:
     ):
         raise ValueError(f"the memory budget must be an integer >= 0 (bytes), got {nbytes!r}")
     _budget_override = nbytes
-    with _LOCK:
-        _evict(budget())
+    _CACHE.resize(budget())
 
 
 @dataclass(frozen=True)
@@ -127,9 +127,11 @@ def _unsupported() -> Vectors:
     return Vectors(None, empty.astype(np.uint64), empty.astype(np.int64), empty, empty)
 
 
-_CACHE: OrderedDict[Hashable, Vectors] = OrderedDict()
-_bytes_held = 0
-_LOCK = threading.Lock()
+# Held vectors by leaf version and column, least recently used out beyond ``budget()``
+# (its value is read on every load: the environment may change it).
+_CACHE: BoundedCache = caches.register(
+    "search.memory.vectors", BoundedCache(max_bytes=DEFAULT_BUDGET)
+)
 
 
 def entry_bytes(rows: int, dim: int) -> int:
@@ -140,23 +142,12 @@ def entry_bytes(rows: int, dim: int) -> int:
 
 def held() -> tuple[int, int]:
     """(entries, bytes) held now."""
-    with _LOCK:
-        return len(_CACHE), _bytes_held
+    return len(_CACHE), _CACHE.nbytes
 
 
 def clear() -> None:
     """Drop every held leaf."""
-    global _bytes_held
-    with _LOCK:
-        _CACHE.clear()
-        _bytes_held = 0
-
-
-def _evict(limit: int) -> None:
-    global _bytes_held
-    while _CACHE and _bytes_held > limit:
-        _, old = _CACHE.popitem(last=False)
-        _bytes_held -= old.nbytes
+    _CACHE.clear()
 
 
 def load(ds: lance.LanceDataset, column: str) -> Vectors:
@@ -194,20 +185,12 @@ def load(ds: lance.LanceDataset, column: str) -> Vectors:
 
 def vectors(key: Hashable, ds: lance.LanceDataset, column: str) -> Vectors:
     """``load(ds, column)``, held under ``key`` within the budget (least recently used out)."""
-    global _bytes_held
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     entry = load(ds, column)
-    limit = budget()
-    if entry.nbytes <= limit:
-        with _LOCK:
-            if key not in _CACHE:
-                _CACHE[key] = entry
-                _bytes_held += entry.nbytes
-                _evict(limit)
+    _CACHE.resize(budget())
+    _CACHE.put(key, entry, entry.nbytes)  # not kept when larger than the budget
     return entry
 
 

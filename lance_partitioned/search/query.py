@@ -10,9 +10,7 @@ in namespace form: the requested columns mapped by field id
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +18,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.leaf_open import open_pinned
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
@@ -74,52 +73,6 @@ class LeafContext:
                 ]
             )
         return schema
-
-
-# Opened leaf datasets by (uri, pinned version, storage options). A pinned
-# version never changes, and a LanceDataset keeps its index and metadata caches:
-# reopening the leaf for every search would read its index again each time
-# (on 10k-row partitions that tripled the latency of a tenant search).
-# Only numeric versions are cached: a tag or a branch head can move.
-_OPEN_LEAVES: OrderedDict[tuple[Any, ...], lance.LanceDataset] = OrderedDict()
-_OPEN_LEAVES_MAX = 256
-_OPEN_LEAVES_LOCK = threading.Lock()
-
-
-def is_pinned(leaf: Leaf) -> bool:
-    """Whether ``leaf`` names a version that cannot move (a number, on main or a branch).
-
-    A tag, or a branch head without a version, can move: such a leaf is opened
-    afresh by every search.
-    """
-    ref = leaf.version_ref()
-    return leaf.read_tag is None and (
-        isinstance(ref, int) or (isinstance(ref, tuple) and ref[1] is not None)
-    )
-
-
-def open_pinned(
-    uri: str,
-    leaf: Leaf,
-    storage_options: dict[str, str] | None,
-    opener: Callable[[], lance.LanceDataset],
-) -> lance.LanceDataset:
-    """``opener()`` (the leaf at its pinned version), reused while the process holds it."""
-    if not is_pinned(leaf):
-        return opener()
-    ref = leaf.version_ref()
-    key = (uri, ref, tuple(sorted((storage_options or {}).items())))
-    with _OPEN_LEAVES_LOCK:
-        ds = _OPEN_LEAVES.get(key)
-        if ds is not None:
-            _OPEN_LEAVES.move_to_end(key)
-            return ds
-    ds = opener()
-    with _OPEN_LEAVES_LOCK:
-        _OPEN_LEAVES[key] = ds
-        while len(_OPEN_LEAVES) > _OPEN_LEAVES_MAX:
-            _OPEN_LEAVES.popitem(last=False)
-    return ds
 
 
 def open_context(

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from lance_partitioned.catalog.leaf_open import open_leaf_dataset
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot, open_leaf_dataset
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.input import coalesce_batches

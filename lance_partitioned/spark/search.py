@@ -41,7 +41,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from lance_partitioned.catalog.snapshot import Leaf, open_leaf_dataset
+from lance_partitioned.catalog.leaf_open import open_pinned
+from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.search import merge
@@ -60,7 +61,7 @@ from lance_partitioned.search.definitions import (
     query_problem,
     vector_dimension,
 )
-from lance_partitioned.search.query import leaf_context, open_pinned
+from lance_partitioned.search.query import leaf_context
 from lance_partitioned.spark.planning import load_snapshot
 from lance_partitioned.spark.types import BatchConformer, arrow_to_spark, spark_arrow_schema
 
@@ -72,7 +73,7 @@ MAX_LEAVES_TO_COUNT = 2000
 
 
 @dataclass(frozen=True)
-class LeafTarget:
+class SearchTarget:
     """One leaf a task searches: where, at which pinned version, with which prefilter."""
 
     uri: str
@@ -90,7 +91,7 @@ class SearchPlan:
     manifest_version: int
     partitions_total: int
     partitions_scanned: int
-    groups: tuple[tuple[LeafTarget, ...], ...]
+    groups: tuple[tuple[SearchTarget, ...], ...]
     schema: Schema  # the namespace schema: leaf columns are found by field id
     columns: tuple[str, ...]  # output columns
     output_schema: pa.Schema  # their Arrow types in the namespace
@@ -119,11 +120,11 @@ class SearchPlan:
 
 
 def _group_leaves(
-    targets: list[LeafTarget], rows: list[int] | None, n: int
-) -> list[list[LeafTarget]]:
+    targets: list[SearchTarget], rows: list[int] | None, n: int
+) -> list[list[SearchTarget]]:
     """``n`` groups of about equal rows (largest leaf first into the lightest group)."""
     n = max(1, min(n, len(targets)))
-    groups: list[list[LeafTarget]] = [[] for _ in range(n)]
+    groups: list[list[SearchTarget]] = [[] for _ in range(n)]
     if rows is None:
         for i, t in enumerate(targets):
             groups[i % n].append(t)
@@ -178,7 +179,7 @@ def plan_search(
     leaves = scan.leaves
     fields, values = partition_columns(snapshot, leaves)
     targets = [
-        LeafTarget(
+        SearchTarget(
             snapshot.leaf_uri(leaf.location),
             leaf,
             i,
@@ -243,13 +244,8 @@ def search_group(plan: SearchPlan, group: int, queries: pa.Table) -> pa.Table:
     ids = queries.column(QUERY_ID).to_pylist()
     qs = _query_vectors(plan, ids, queries.column("_lp_query").to_pylist())
 
-    def context(t: LeafTarget):
-        ds = open_pinned(
-            t.uri,
-            t.leaf,
-            plan.storage_options,
-            lambda: open_leaf_dataset(t.uri, t.leaf, plan.storage_options),
-        )
+    def context(t: SearchTarget):
+        ds = open_pinned(t.uri, t.leaf, plan.storage_options)
         return leaf_context(
             ds,
             plan.schema,
