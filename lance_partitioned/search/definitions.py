@@ -26,6 +26,7 @@ from lance_partitioned.errors import (
     ColumnNotFoundError,
     CommitConflictError,
     PartitionedNamespaceError,
+    SearchError,
 )
 from lance_partitioned.format.schema import Schema
 
@@ -72,10 +73,6 @@ PARAMS: dict[str, tuple[str, ...]] = {
 # BM25 with exactly the tokens the leaf indexes hold (``search.bm25``).
 TOKENIZER_PARAMS = tuple(p for p in PARAMS["INVERTED"] if p != "with_position")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-class SearchError(PartitionedNamespaceError, ValueError):
-    """A search or an index request is invalid (bad query, k, metric, index type, column type)."""
 
 
 @dataclass(frozen=True)
