@@ -22,6 +22,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
 from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
+from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
@@ -238,7 +239,6 @@ def commit_write(
     snapshot: Snapshot,
     written: WrittenFiles,
     mode: WriteMode = WriteMode.APPEND,
-    max_rebase: int = 5,
     replaces: Sequence[str] = (),
     lease: Lease | None = None,
 ) -> Snapshot:
@@ -315,14 +315,14 @@ def commit_write(
         )
         pause_point("leaves_staged")
         base = snapshot
-        for attempt in range(max_rebase + 1):
+        for attempt in COMMIT_RETRY.tries():
             upserts, deletes = _publish_rows(base, written, staged, mode, replaces)
             staged.before_publish()
             try:
                 published = manifest.commit(base.dataset, upserts, deletes).version
                 break
             except CommitConflictError:
-                if attempt == max_rebase:
+                if COMMIT_RETRY.is_last(attempt):
                     raise
                 base = _rebase(manifest, snapshot, written, mode, planned, staged)
                 _check_replaced_unchanged(snapshot, base, replaces)

@@ -24,7 +24,6 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
     ColumnNotFoundError,
-    CommitConflictError,
     PartitionedNamespaceError,
     SearchError,
 )
@@ -176,28 +175,12 @@ def commit_definitions(
     Raises CommitConflictError when ``__manifest`` moved on since ``base`` in a
     way Lance cannot rebase over (another change of the same metadata key).
     """
-    from lance.dataset import Transaction
-
     op = lance.LanceOperation.UpdateConfig(
         table_metadata_updates=lance.LanceOperation.UpdateMap(
             {INDEXES_KEY: encode_definitions(defs) if defs else None}, replace=False
         )
     )
-    try:
-        return lance.LanceDataset.commit(
-            base,
-            Transaction(base.version, op),
-            read_version=base.version,
-            storage_options=manifest.storage_options,
-            max_retries=0,
-        )
-    except Exception as exc:
-        if "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower():
-            raise CommitConflictError(
-                f"__manifest of {manifest.root!r} changed concurrently; the index definitions "
-                f"were not changed and the call can be retried: {exc}"
-            ) from exc
-        raise
+    return manifest.commit_operation(base, op, what="the change of the index definitions")
 
 
 def normalize_metric(metric: str) -> str:
