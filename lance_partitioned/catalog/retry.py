@@ -89,5 +89,5 @@ class RetryPolicy:
 
 
 # The one policy of every commit retry loop: at most 8 tries, the waits bounded by
-# 5, 10, 20, 40, 80, 160, 320 ms (about 0.3 s expected in all, 0.64 s at most).
+# 5, 10, 20, 40, 80, 160, 320 ms (about 0.32 s expected in all, 0.635 s at most).
 COMMIT_RETRY = RetryPolicy()
