@@ -16,6 +16,7 @@ from lance_partitioned.errors import (
     ForeignChangeError,
     InvalidArgumentError,
     LanceError,
+    LeaseLostError,
     NamespaceDamagedError,
     NamespaceExistsError,
     NotAPartitionedNamespaceError,
@@ -23,12 +24,17 @@ from lance_partitioned.errors import (
     PinnedSnapshotError,
     RetentionError,
     SchemaError,
+    SearchError,
     SpecError,
+    SPJNotPossibleError,
+    StagedFilesMissingError,
     StorageError,
+    TypeConversionError,
     UnfinishedNamespaceError,
     UnknownStorageOptionWarning,
     UnsafeStoreError,
     UnsupportedFeatureError,
+    UnsupportedTypeError,
     VersionNotFoundError,
 )
 from lance_partitioned.format.schema import Schema
@@ -43,9 +49,7 @@ from lance_partitioned.namespace import (
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
 from lance_partitioned.operations.delete import DeleteResult
-from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.maintenance import MaintenanceReport
-from lance_partitioned.operations.staged_check import StagedFilesMissingError
 from lance_partitioned.seed003 import Seed003Namespace
 
 __version__ = "0.1.0"
@@ -79,14 +83,18 @@ __all__ = [
     "RetentionError",
     "Schema",
     "SchemaError",
+    "SearchError",
     "Seed003Namespace",
     "SpecError",
+    "SPJNotPossibleError",
     "StagedFilesMissingError",
     "StorageError",
+    "TypeConversionError",
     "UnfinishedNamespaceError",
     "UnknownStorageOptionWarning",
     "UnsafeStoreError",
     "UnsupportedFeatureError",
+    "UnsupportedTypeError",
     "VersionNotFoundError",
     "WriteResult",
     "convert",

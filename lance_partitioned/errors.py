@@ -1,4 +1,9 @@
-"""Exceptions raised by lance-partitioned. Every message names the offending thing."""
+"""Exceptions and warnings raised by lance-partitioned: every one is defined here.
+
+Every exception is a ``PartitionedNamespaceError`` (so one ``except`` catches all of
+the library's own errors), and also of the builtin kind a caller may catch instead
+(``ValueError``, ``OSError``, ...). Every message names the offending thing.
+(``tests/test_errors_home.py`` checks that no other module defines an exception.)"""
 
 from __future__ import annotations
 
@@ -90,6 +95,75 @@ class ForeignChangeError(CommitConflictError):
 
 class RetentionError(PartitionedNamespaceError, ValueError):
     """A maintenance retention (``older_than``) is not a non-negative ``datetime.timedelta``."""
+
+
+class FilterParseError(PartitionedNamespaceError, ValueError):
+    """A filter (or a partition spec, which is lexed like one) could not be parsed.
+
+    ``reason`` is the problem, ``text`` the filter, ``position`` the character offset of
+    the problem (or None); the message shows the line with a caret there. Scans raise it
+    as a ``FilterError``, spec parsing as a ``SpecError``."""
+
+    def __init__(self, message: str, text: str | None = None, position: int | None = None):
+        self.reason = message
+        self.text = text
+        self.position = position
+        if text is not None and position is not None:
+            line_start = text.rfind("\n", 0, position) + 1
+            line_end = text.find("\n", position)
+            line = text[line_start : line_end if line_end >= 0 else len(text)]
+            caret = " " * (position - line_start) + "^"
+            full = f"{message} at position {position} in filter {text!r}\n    {line}\n    {caret}"
+        elif text is not None:
+            full = f"{message} in filter {text!r}"
+        else:
+            full = message
+        super().__init__(full)
+
+
+class AmbiguousTimeError(PartitionedNamespaceError, ValueError):
+    """A wall-clock time that a zone shows twice (DST ends) or never (DST starts)."""
+
+
+class TypeConversionError(PartitionedNamespaceError, ValueError):
+    """An Arrow type has no JSON form, or a JSON object is not a valid type; the message names it."""
+
+
+class FieldIdLayoutError(SchemaError):
+    """The wanted ids cannot be given to a Lance table with these columns.
+
+    Lance numbers a struct's children right after the struct and a list's item
+    right after the list, so e.g. ids that decrease depth-first within one
+    column, or an unused id between a list and its item, cannot be built.
+    """
+
+
+class UnsupportedTypeError(SchemaError):
+    """A column has a type that Spark (or the namespace, when writing) cannot hold."""
+
+
+class LeaseLostError(CommitConflictError):
+    """The transaction's lease expired and maintenance may have removed its files.
+
+    Nothing was published; retrying the whole write is safe.
+    """
+
+
+class StagedFilesMissingError(CommitConflictError):
+    """A staged leaf version, or a file it adds, was removed before the transaction published.
+
+    Maintenance (a ``vacuum``/``cleanup`` that did not see the transaction's
+    lease, e.g. one that expired) removed it. Nothing was published; retrying
+    the whole write is safe.
+    """
+
+
+class SearchError(PartitionedNamespaceError, ValueError):
+    """A search or an index request is invalid (bad query, k, metric, index type, column type)."""
+
+
+class SPJNotPossibleError(PartitionedNamespaceError, RuntimeError):
+    """``require_spj=True`` and part of the join would need a shuffle."""
 
 
 class CyclicPartitionWarning(UserWarning):

@@ -172,3 +172,45 @@ def test_and_or_not_are_dispatched_only_by_the_filter_visitor():
         str(p.relative_to(PACKAGE.parent)) for p in files if pattern.search(p.read_text())
     )
     assert found == []
+
+
+def test_every_commit_is_made_by_the_manifest_or_by_leaf_staging():
+    """Lance's calls that commit a dataset version appear in two modules only:
+    ``catalog/manifest.py`` for ``__manifest`` (rows, metadata, repair, create) and
+    ``operations/staging.py`` for leaves. So the compare-and-swap rules and the
+    conflict handling of each are written once."""
+    homes = {"catalog/manifest.py", "operations/staging.py"}
+    for call in ("LanceDataset.commit(", "update_metadata(", "deep_clone("):
+        found = set(_sources_containing(call))
+        assert found <= homes, f"{call} outside {sorted(homes)}: {sorted(found - homes)}"
+    assert _sources_containing("LanceDataset.commit(") == sorted(homes)
+    assert _sources_containing("update_metadata(") == ["catalog/manifest.py"]
+
+
+def test_one_conflict_test_and_one_retry_policy():
+    """A commit conflict is told by ``catalog/retry.py::is_commit_conflict`` (by Lance's
+    error type, never by looking for the word in a message), and every retry loop
+    follows ``catalog/retry.py::COMMIT_RETRY``: no module counts tries or sleeps on its own."""
+    import re
+
+    text_tests = re.compile(r"""["']conflict["']\s+in\b""")
+    found = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if text_tests.search(p.read_text())
+    )
+    assert found == [], f"conflicts told by message text in {found}"
+    assert _sources_containing("def is_commit_conflict(") == ["catalog/retry.py"]
+    for loop in ("range(attempts", "range(max_attempts", "max_rebase", "_ATTEMPTS", "random."):
+        assert set(_sources_containing(loop)) <= {"catalog/retry.py"}, loop
+    assert "catalog/retry.py" in _sources_containing("COMMIT_RETRY = RetryPolicy(")
+    users = set(_sources_containing("COMMIT_RETRY.tries()"))
+    # the transaction driver retries every __manifest commit of a transaction over
+    # leaves (writes, compaction, index builds); delete and restage re-plan under it too
+    assert {
+        "operations/transaction.py",
+        "operations/delete.py",
+        "operations/restage.py",
+        "operations/staging.py",
+        "catalog/repair.py",
+    } <= users

@@ -25,7 +25,6 @@ between them left a ``__manifest`` table with no schema or spec and only its
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 import lance
@@ -37,11 +36,15 @@ from lance_partitioned.catalog.manifest import (
     READ_COLUMNS,
     SCHEMA_KEY,
     Manifest,
-    is_commit_conflict,
     is_partitioned,
 )
 from lance_partitioned.catalog.storage import Storage
-from lance_partitioned.errors import NamespaceExistsError, StorageError, UnfinishedNamespaceError
+from lance_partitioned.errors import (
+    CommitConflictError,
+    NamespaceExistsError,
+    StorageError,
+    UnfinishedNamespaceError,
+)
 
 # What an interrupted create left: files but no table version / a table whose
 # metadata has no schema or spec and whose rows are only spec version namespaces.
@@ -170,12 +173,8 @@ def create_first_version(
     if left is not None and left.kind == TABLE:
         assert left.dataset is not None
         return _finish(manifest, left.dataset, rows, metadata)
-    staged = lance.write_dataset(rows, f"memory://lp-create-{uuid.uuid4().hex}", schema=rows.schema)
-    staged.update_metadata(metadata)
     try:
-        return staged.deep_clone(
-            manifest.uri, staged.version, storage_options=manifest.storage_options
-        )
+        return manifest.create(rows, metadata)
     except Exception as exc:
         if manifest.present() and interrupted_create(manifest) is None:
             raise NamespaceExistsError(
@@ -204,19 +203,11 @@ def _finish(
         table_metadata_updates=lance.LanceOperation.UpdateMap(metadata, replace=False)
     )
     try:
-        return lance.LanceDataset.commit(
-            manifest.uri,
-            op,
-            read_version=ds.version,
-            storage_options=manifest.storage_options,
-            max_retries=0,
-        )
-    except Exception as exc:
-        if is_commit_conflict(exc):
-            raise NamespaceExistsError(
-                f"{manifest.root!r}: another create finished this namespace meanwhile"
-            ) from exc
-        raise
+        return manifest.commit_operation(ds, op, what="finishing the namespace")
+    except CommitConflictError as exc:
+        raise NamespaceExistsError(
+            f"{manifest.root!r}: another create finished this namespace meanwhile"
+        ) from exc.__cause__
 
 
 def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:

@@ -5,24 +5,31 @@ columns, then ``read_version`` / ``read_branch`` / ``read_tag``, then one
 ``partition_field_<field_id>`` column per partition field of any spec version.
 Root properties (``schema``, ``partition_spec_v<N>``) live in the table metadata.
 
-Every change of rows goes through :meth:`Manifest.commit`, which is a single
-Lance commit pinned to the version the caller read: if anyone else changed the
-same rows meanwhile, Lance refuses it and we raise ``CommitConflictError``.
+Every commit of ``__manifest`` is made here. A change of rows goes through
+:meth:`Manifest.commit`, a single Lance commit pinned to the version the caller
+read: if anyone else changed the same rows meanwhile, Lance refuses it and we
+raise ``CommitConflictError``. Other compare-and-swap commits (table metadata
+an operation must not overwrite blindly, a repair's rewrite) go through
+:meth:`Manifest.commit_operation`, metadata changes Lance may rebase through
+:meth:`Manifest.set_metadata`, the first version through :meth:`Manifest.create`.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
+from lance.dataset import Transaction
 
 from lance_partitioned.catalog import commit_safety, integrity, manifest_index, storage
 from lance_partitioned.catalog.history import removed_version_error
 from lance_partitioned.catalog.layout import join_uri, spec_namespace
+from lance_partitioned.catalog.retry import is_commit_conflict
 from lance_partitioned.errors import (
     CommitConflictError,
     CorruptNamespaceError,
@@ -82,12 +89,6 @@ def _flags(meta: dict[str, str], key: str) -> int:
 def is_partitioned(ds: lance.LanceDataset | None) -> bool:
     """Whether ``ds`` (a ``__manifest`` version) has a partition spec in its metadata."""
     return ds is not None and any(k.startswith(SPEC_KEY_PREFIX) for k in ds.metadata)
-
-
-def is_commit_conflict(exc: BaseException) -> bool:
-    """Whether Lance refused a commit because another landed first (its conflict errors
-    have no common class across releases: they are told by name and message)."""
-    return "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower()
 
 
 def _version_ranges(ds: lance.LanceDataset | None) -> str:
@@ -350,24 +351,72 @@ class Manifest:
             )
         txn, _ = builder.execute_uncommitted(upserts)
         try:
-            committed = lance.LanceDataset.commit(
-                self.uri,
-                txn,
-                read_version=base.version,
-                storage_options=self.storage_options,
-                max_retries=0,
-            )
-        except Exception as exc:  # lance.commit.CommitConflictError and friends
+            committed = self._commit(base.version, txn, "the write was not published")
+        except Exception:  # refused (a conflict is CommitConflictError) or failed
             self._discard_uncommitted(txn, base.version)
-            if is_commit_conflict(exc):
-                raise CommitConflictError(
-                    f"__manifest of {self.root!r} changed concurrently (read at version {base.version}); "
-                    f"the write was not published and can be retried: {exc}"
-                ) from exc
             raise
         # indexes and compaction when due (catalog.manifest_index); never raises
         manifest_index.maintain(committed, self.storage_options)
         return committed
+
+    def commit_operation(
+        self,
+        base: lance.LanceDataset,
+        op: Any,
+        properties: dict[str, str] | None = None,
+        what: str = "the change",
+    ) -> lance.LanceDataset:
+        """Commit the Lance operation ``op`` (``UpdateConfig``, ``Overwrite``, ...) on top
+        of ``base``, a version of ``__manifest``, compare-and-swap like ``commit``.
+
+        ``properties`` are the Lance transaction's properties. Raises CommitConflictError,
+        Lance's error as its cause, when a commit landed since ``base`` that Lance does not
+        rebase ``op`` over (e.g. another change of the same metadata key); ``what`` names
+        the change in its message.
+        """
+        txn = Transaction(base.version, op, transaction_properties=properties)
+        return self._commit(base.version, txn, f"{what} was not committed")
+
+    def _commit(self, read_version: int, txn: Any, not_done: str) -> lance.LanceDataset:
+        """The compare-and-swap commit of ``txn`` on version ``read_version``: Lance does
+        not retry, and a conflict (``catalog.retry.is_commit_conflict``) is raised as
+        CommitConflictError; ``not_done`` says what did not happen, for its message."""
+        try:
+            return lance.LanceDataset.commit(
+                self.uri,
+                txn,
+                read_version=read_version,
+                storage_options=self.storage_options,
+                max_retries=0,
+            )
+        except Exception as exc:
+            if is_commit_conflict(exc):
+                raise CommitConflictError(
+                    f"__manifest of {self.root!r} changed concurrently (read at version "
+                    f"{read_version}); {not_done} and can be retried: {exc}"
+                ) from exc
+            raise
+
+    def set_metadata(self, values: dict[str, str | None]) -> dict[str, str]:
+        """Set table-metadata keys of the latest ``__manifest`` version (None removes one),
+        in one Lance commit, which Lance rebases over concurrent commits of other keys.
+        Returns the metadata after it."""
+        return self.dataset().update_metadata(values)
+
+    def create(self, rows: pa.Table, metadata: dict[str, str]) -> lance.LanceDataset:
+        """Commit ``__manifest``'s first version, holding ``rows`` and table ``metadata``.
+
+        One commit: Lance cannot put table metadata into a dataset's first commit, so
+        the version is built in a ``memory://`` dataset nobody else sees and deep-cloned
+        here (a put-if-not-exists of its manifest). Raises what Lance raises when the
+        root already holds a ``__manifest`` version (``catalog.creation`` tells a
+        concurrent create apart).
+        """
+        staged = lance.write_dataset(
+            rows, f"memory://lp-create-{uuid.uuid4().hex}", schema=rows.schema
+        )
+        staged.update_metadata(metadata)
+        return staged.deep_clone(self.uri, staged.version, storage_options=self.storage_options)
 
     def _discard_uncommitted(self, txn: Any, base_version: int) -> None:
         """Remove the files an uncommitted merge_insert wrote, so a failed commit leaves nothing."""

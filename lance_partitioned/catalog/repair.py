@@ -31,7 +31,6 @@ from typing import Any
 
 import lance
 import pyarrow as pa
-from lance.dataset import Transaction
 from lance.fragment import write_fragments
 
 from lance_partitioned.catalog import layout
@@ -40,11 +39,15 @@ from lance_partitioned.catalog.manifest import (
     READ_MIRROR_KEYS,
     SPEC_KEY_PREFIX,
     Manifest,
-    is_commit_conflict,
     manifest_schema,
 )
 from lance_partitioned.catalog.mirror import MIRROR_PREFIX, parse_partition_value
-from lance_partitioned.errors import CorruptNamespaceError, NamespaceDamagedError
+from lance_partitioned.catalog.retry import COMMIT_RETRY
+from lance_partitioned.errors import (
+    CommitConflictError,
+    CorruptNamespaceError,
+    NamespaceDamagedError,
+)
 from lance_partitioned.format.spec import PartitionSpec
 
 log = logging.getLogger(__name__)
@@ -209,13 +212,13 @@ def latest_to_repair(manifest: Manifest) -> lance.LanceDataset:
         ) from exc
 
 
-def repair(manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5) -> list[str]:
+def repair(manifest: Manifest, damaged: lance.LanceDataset) -> list[str]:
     """Restore our columns on top of ``damaged`` (the latest version), in one commit.
 
     Only ever called explicitly (``ns.repair()``). Returns what was done, in
     words; an empty list when nothing was missing (no commit).
     """
-    for _ in range(attempts):
+    for _attempt in COMMIT_RETRY.tries():  # a conflict rebuilds on the newer version
         missing = missing_columns(damaged)
         if not missing:
             return []
@@ -238,18 +241,10 @@ def repair(manifest: Manifest, damaged: lance.LanceDataset, attempts: int = 5) -
         )
         op = lance.LanceOperation.Overwrite(table.schema, frags)
         try:
-            repaired = lance.LanceDataset.commit(
-                manifest.uri,
-                Transaction(
-                    damaged.version, op, transaction_properties={REPAIR_PROPERTY: "repair"}
-                ),
-                read_version=damaged.version,
-                storage_options=manifest.storage_options,
-                max_retries=0,
+            repaired = manifest.commit_operation(
+                damaged, op, {REPAIR_PROPERTY: "repair"}, what="the repair"
             )
-        except Exception as exc:
-            if not is_commit_conflict(exc):
-                raise
+        except CommitConflictError:
             damaged = manifest.dataset()  # someone committed (or repaired) meanwhile
             continue
         done = [

@@ -34,7 +34,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_partitioned.errors import PartitionedNamespaceError
+from lance_partitioned.errors import TypeConversionError
 from lance_partitioned.format.arrow_c import extension_metadata
 
 __all__ = [
@@ -47,10 +47,6 @@ __all__ = [
     "json_to_arrow_type",
     "type_to_string",
 ]
-
-
-class TypeConversionError(PartitionedNamespaceError, ValueError):
-    """An Arrow type has no JSON form, or a JSON object is not a valid type; the message names it."""
 
 
 # -- names --------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from lance_partitioned.errors import AmbiguousTimeError
 from lance_partitioned.format import caches
 from lance_partitioned.format.filters.evaluate import one_batch_context
 
@@ -44,10 +45,6 @@ UTC_NAMES = frozenset(
     | {"GMT", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0", "GMT0", "GMT+0", "GMT-0"}
     | {"Etc/Greenwich", "Greenwich", "Z", "+00:00", "-00:00", "+0000", "+00"}
 )
-
-
-class AmbiguousTimeError(ValueError):
-    """A wall-clock time that a zone shows twice (DST ends) or never (DST starts)."""
 
 
 def is_utc(tz: str | None) -> bool:

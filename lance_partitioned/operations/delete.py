@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
+from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.filters.render import to_lance_sql
@@ -66,7 +67,7 @@ def require_filter(filter: FilterLike) -> None:
     )
 
 
-def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -> DeleteResult:
+def delete_rows(manifest: Manifest, filter: FilterLike) -> DeleteResult:
     """Delete every row matching ``filter`` in one transaction.
 
     ``filter`` is required (``require_filter``): a missing or blank filter is
@@ -78,7 +79,7 @@ def delete_rows(manifest: Manifest, filter: FilterLike, max_attempts: int = 5) -
     require_filter(filter)
     last: CommitConflictError | None = None
     with leases.hold(manifest, "delete") as lease:
-        for _attempt in range(max_attempts):
+        for _attempt in COMMIT_RETRY.tries():
             snapshot = Snapshot.load(manifest, for_write=True)
             try:
                 return _delete_once(manifest, snapshot, filter, lease)

@@ -109,7 +109,7 @@ def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> Partitio
         schema=base.schema,
     )
     manifest.commit(base, row)
-    manifest.dataset().update_metadata({new.key: new.to_json_str()})
+    manifest.set_metadata({new.key: new.to_json_str()})
     del latest
     return new
 
@@ -132,7 +132,7 @@ def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Sche
                     f"cannot drop column {name!r}: the current partition spec v{current.spec_id} "
                     f"partitions by it (field {f.field_id!r}); evolve the spec first"
                 )
-    manifest.dataset().update_metadata(schema_metadata(schema))
+    manifest.set_metadata(schema_metadata(schema))
     return schema
 
 
@@ -157,5 +157,5 @@ def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.
     manifest.widen_partition_columns(columns)
     metadata = schema_metadata(schema)
     metadata.update({s.key: s.to_json_str() for s in changed})
-    manifest.dataset().update_metadata(metadata)
+    manifest.set_metadata(metadata)
     return schema

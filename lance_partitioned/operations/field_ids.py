@@ -33,22 +33,13 @@ import pyarrow as pa
 from lance.fragment import FragmentMetadata
 from lance.schema import LanceSchema
 
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import FieldIdLayoutError
 from lance_partitioned.format import caches
 from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import FIELD_ID_KEY
 
 PLACEHOLDER_PREFIX = "__lp_unused_id_"
 TOMBSTONE = -2  # Lance: a data-file column to ignore
-
-
-class FieldIdLayoutError(SchemaError):
-    """The wanted ids cannot be given to a Lance table with these columns.
-
-    Lance numbers a struct's children right after the struct and a list's item
-    right after the list, so e.g. ids that decrease depth-first within one
-    column, or an unused id between a list and its item, cannot be built.
-    """
 
 
 def lance_field_ids(field: object) -> list[int]:

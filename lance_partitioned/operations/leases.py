@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from lance_partitioned.catalog import commit_safety, sidecar
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.storage import Storage
-from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.errors import CommitConflictError, LeaseLostError
 from lance_partitioned.format import caches
 
 log = logging.getLogger(__name__)
@@ -73,13 +73,6 @@ LEASE_DIR = "_lp_leases"
 TTL = dt.timedelta(minutes=5)  # a lease not renewed for this long is dead
 RENEW_EVERY = dt.timedelta(seconds=30)
 CLOCK_SLACK = dt.timedelta(minutes=1)  # file and version clocks vs. the lease's start
-
-
-class LeaseLostError(CommitConflictError):
-    """The transaction's lease expired and maintenance may have removed its files.
-
-    Nothing was published; retrying the whole write is safe.
-    """
 
 
 @caches.memoize("leases.host", maxsize=1)

@@ -32,6 +32,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, manifest_index, storage
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.retry import is_commit_conflict
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import (
     CommitConflictError,
@@ -43,12 +44,11 @@ from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import CompactFiles
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.staging import (
-    TXN_PROPERTY,
     StagedLeaf,
     foreign_versions,
     fragment_signature,
-    is_conflict,
     published_version,
+    restore_published,
     stage_leaf,
 )
 from lance_partitioned.operations.transaction import LeafTransaction, new_txn_id, pause_point
@@ -198,19 +198,7 @@ def _heal(uri: str, current: int, cutoff: dt.datetime, opts: dict[str, str] | No
     if foreign_versions(ds, current):
         log.warning("leaf %s has foreign versions above its published one; not healing", uri)
         return False
-    from lance.dataset import Transaction
-
-    lance.LanceDataset.commit(
-        uri,
-        Transaction(
-            ds.version,
-            lance.LanceOperation.Restore(current),
-            transaction_properties={TXN_PROPERTY: "vacuum-" + new_txn_id()},
-        ),
-        read_version=ds.version,
-        storage_options=opts,
-        max_retries=0,
-    )
+    restore_published(ds, current, "vacuum-" + new_txn_id(), opts)
     log.info("leaf %s: restored published version %d over unpublished versions", uri, current)
     return True
 
@@ -265,7 +253,7 @@ def _sweep_leaves(
             if heal:
                 _sweep_orphan_files(uri, cutoff, opts, report)
         except Exception as exc:  # best effort per leaf; the next run retries
-            if not is_conflict(exc):
+            if not is_commit_conflict(exc):
                 log.warning("maintenance skipped leaf %s: %s", location, exc)
             report.skipped.append(location)
     return set(refs)
@@ -379,29 +367,25 @@ def compact(
     manifest: Manifest,
     target_rows_per_fragment: int = 1 << 20,
     compact_manifest: bool = True,
-    max_attempts: int = 3,
     progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
     """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
 
     Partitions a concurrent writer changes meanwhile are skipped (listed in
     ``report.skipped``); the rest are published together. Holds a lease
-    (``operations.leases``) while it runs. ``target_rows_per_fragment`` and
-    ``max_attempts`` must be positive integers (InvalidArgumentError, before the lease).
+    (``operations.leases``) while it runs. ``target_rows_per_fragment`` must be
+    a positive integer (InvalidArgumentError, before the lease). A conflicting
+    ``__manifest`` commit is retried under ``catalog.retry.COMMIT_RETRY``.
     """
     target_rows_per_fragment = positive_int("target_rows_per_fragment", target_rows_per_fragment)
-    max_attempts = positive_int("max_attempts", max_attempts)
     with leases.hold(manifest, "compaction") as lease:
-        return _compact(
-            manifest, target_rows_per_fragment, compact_manifest, max_attempts, lease, progress
-        )
+        return _compact(manifest, target_rows_per_fragment, compact_manifest, lease, progress)
 
 
 def _compact(
     manifest: Manifest,
     target_rows_per_fragment: int,
     compact_manifest: bool,
-    max_attempts: int,
     lease: leases.Lease | None,
     progress: Progress = NO_PROGRESS,
 ) -> MaintenanceReport:
@@ -440,7 +424,7 @@ def _compact(
         )
         pause_point("leaves_staged")
         try:
-            published = tx.publish(rows, on_conflict=skip_changed, attempts=max_attempts)
+            published = tx.publish(rows, on_conflict=skip_changed)
         except CommitConflictError as exc:  # every attempt lost: publish nothing this time
             skip_changed(exc)
         if published is None and tx.versions():
@@ -475,7 +459,7 @@ def _compact_manifest(manifest: Manifest) -> bool:
     try:
         return manifest_index.refresh(manifest.dataset(), manifest.storage_options)
     except Exception as exc:
-        if is_conflict(exc):
+        if is_commit_conflict(exc):
             log.info("__manifest compaction lost to a concurrent commit; try again later")
             return False
         raise

@@ -232,7 +232,6 @@ def commit_write(
     snapshot: Snapshot,
     written: WrittenFiles,
     mode: WriteMode = WriteMode.APPEND,
-    max_rebase: int = 5,
     replaces: Sequence[str] = (),
     lease: Lease | None = None,
 ) -> Snapshot:
@@ -319,7 +318,6 @@ def commit_write(
         published = tx.publish(
             lambda base: _publish_rows(base, written, staged, mode, replaces),
             on_conflict=rebase,
-            attempts=max_rebase + 1,
         )
     assert published is not None
     return Snapshot.load(manifest, published)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
@@ -40,14 +41,13 @@ def restage(
     what: str,
     change_for: Callable[[Snapshot, Leaf], LeafChange],
     leaves_of: Callable[[Snapshot], Sequence[Leaf]] = lambda s: s.leaves(),
-    max_attempts: int = 5,
 ) -> Restaged:
     """Stage ``change_for(snapshot, leaf)`` on each of ``leaves_of(snapshot)`` and publish
     the leaves it changed in one ``__manifest`` commit.
 
     ``what`` names the operation in the lease. A change whose ``operation`` and
     ``prepare`` find nothing to do leaves its leaf unpublished. Raises a
-    retryable CommitConflictError after ``max_attempts`` conflicts.
+    retryable CommitConflictError when every try of ``catalog.retry.COMMIT_RETRY`` conflicted.
 
     Example::
 
@@ -55,7 +55,7 @@ def restage(
     """
     last: CommitConflictError | None = None
     with leases.hold(manifest, what) as lease:
-        for _attempt in range(max_attempts):
+        for _attempt in COMMIT_RETRY.tries():
             snapshot = Snapshot.load(manifest, for_write=True)
             try:
                 return _restage_once(manifest, snapshot, change_for, leaves_of(snapshot), lease)

@@ -20,19 +20,10 @@ import lance
 from lance.fragment import DataFile, FragmentMetadata
 
 from lance_partitioned.catalog import storage
-from lance_partitioned.errors import CommitConflictError
+from lance_partitioned.errors import StagedFilesMissingError
 
 if TYPE_CHECKING:
     from lance_partitioned.operations.staging import StagedLeaf
-
-
-class StagedFilesMissingError(CommitConflictError):
-    """A staged leaf version, or a file it adds, was removed before the transaction published.
-
-    Maintenance (a ``vacuum``/``cleanup`` that did not see the transaction's
-    lease, e.g. one that expired) removed it. Nothing was published; retrying
-    the whole write is safe.
-    """
 
 
 def version_files(ds: lance.LanceDataset) -> set[str]:

@@ -28,8 +28,6 @@ directory ``<leaf>/tree/<branch>`` (``resolve_leaf``).
 from __future__ import annotations
 
 import logging
-import random
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +36,7 @@ from lance.dataset import Transaction
 from lance.fragment import FragmentMetadata
 
 from lance_partitioned.catalog.leaf_open import resolve_leaf
+from lance_partitioned.catalog.retry import COMMIT_RETRY, is_commit_conflict
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.operations.field_ids import IdLayout
@@ -47,14 +46,6 @@ from lance_partitioned.operations.staged_check import fragment_files, operation_
 log = logging.getLogger(__name__)
 
 TXN_PROPERTY = "lp.txn"
-STAGE_ATTEMPTS = 8
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """Whether a Lance error is a commit conflict (retryable by design)."""
-    if isinstance(exc, CommitConflictError):
-        return True
-    return "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower()
 
 
 @dataclass
@@ -193,6 +184,16 @@ def _clean_base(
         log.info(
             "leaf %s: restoring published version %d over unpublished versions", uri, published
         )
+    return restore_published(latest, published, txn, storage_options)
+
+
+def restore_published(
+    latest: lance.LanceDataset, published: int, txn: str, storage_options: dict[str, str] | None
+) -> lance.LanceDataset:
+    """Commit ``Restore(published)`` directly on ``latest`` (the leaf's latest version),
+    tagged with ``txn``: the unpublished versions above ``published`` stop being latest.
+    Raises Lance's conflict error (``catalog.retry.is_commit_conflict``) when another
+    commit landed on the leaf since ``latest``."""
     return _commit(
         latest, lance.LanceOperation.Restore(published), latest.version, txn, storage_options
     )
@@ -227,7 +228,6 @@ def stage_leaf(
     change: LeafChange,
     txn: str,
     storage_options: dict[str, str] | None = None,
-    attempts: int = STAGE_ATTEMPTS,
     branch: str | None = None,
     opened: lance.LanceDataset | None = None,
 ) -> StagedLeaf:
@@ -254,9 +254,7 @@ def stage_leaf(
     if opened is not None and (published is None or opened.version != published):
         opened = None
     last: BaseException | None = None
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(random.uniform(0.005, 0.05) * attempt)  # desynchronise competing writers
+    for attempt in COMMIT_RETRY.tries():  # waits between tries desynchronise writers
         pub = published
         if pub is None:
             pub = lance.dataset(uri, storage_options=storage_options).version
@@ -277,7 +275,7 @@ def stage_leaf(
         except PartitionedNamespaceError:
             raise  # ours: foreign versions, a cleaned-up base; retrying here cannot help
         except Exception as exc:
-            if not is_conflict(exc):
+            if not is_commit_conflict(exc):
                 raise
             last = exc
             continue

@@ -38,6 +38,7 @@ import pyarrow as pa
 from lance_partitioned.catalog import storage
 from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
@@ -278,17 +279,17 @@ class LeafTransaction:
         rows: Callable[[Base], Rows | None],
         base: Base = None,
         on_conflict: Callable[[CommitConflictError], Base] | None = None,
-        attempts: int = 1,
     ) -> int | None:
         """Commit ``rows(base)`` (upserts, object ids to delete) on ``base`` (default: the
         transaction's snapshot) after the check before publishing; return the version.
 
         On a conflict, ``on_conflict`` returns the base to retry on (rebasing) or
-        raises; without it, or after ``attempts`` commits, the CommitConflictError is
-        raised. ``rows`` returning None means nothing is left to publish: None.
+        raises; without it, or after the tries of ``COMMIT_RETRY`` (``catalog.retry``),
+        the CommitConflictError is raised. ``rows`` returning None means nothing is
+        left to publish: None.
         """
         base = self.snapshot if base is None else base
-        for attempt in range(attempts):
+        for attempt in COMMIT_RETRY.tries():
             out = rows(base)
             if out is None:
                 return None
@@ -298,7 +299,7 @@ class LeafTransaction:
             try:
                 self.published = self.manifest.commit(dataset, upserts, deletes).version
             except CommitConflictError as exc:
-                if on_conflict is None or attempt == attempts - 1:
+                if on_conflict is None or COMMIT_RETRY.is_last(attempt):
                     raise
                 base = on_conflict(exc)
                 continue

@@ -24,8 +24,8 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
     ColumnNotFoundError,
-    CommitConflictError,
     PartitionedNamespaceError,
+    SearchError,
 )
 from lance_partitioned.format.schema import Schema
 
@@ -72,10 +72,6 @@ PARAMS: dict[str, tuple[str, ...]] = {
 # BM25 with exactly the tokens the leaf indexes hold (``search.bm25``).
 TOKENIZER_PARAMS = tuple(p for p in PARAMS["INVERTED"] if p != "with_position")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-
-
-class SearchError(PartitionedNamespaceError, ValueError):
-    """A search or an index request is invalid (bad query, k, metric, index type, column type)."""
 
 
 @dataclass(frozen=True)
@@ -179,28 +175,12 @@ def commit_definitions(
     Raises CommitConflictError when ``__manifest`` moved on since ``base`` in a
     way Lance cannot rebase over (another change of the same metadata key).
     """
-    from lance.dataset import Transaction
-
     op = lance.LanceOperation.UpdateConfig(
         table_metadata_updates=lance.LanceOperation.UpdateMap(
             {INDEXES_KEY: encode_definitions(defs) if defs else None}, replace=False
         )
     )
-    try:
-        return lance.LanceDataset.commit(
-            base,
-            Transaction(base.version, op),
-            read_version=base.version,
-            storage_options=manifest.storage_options,
-            max_retries=0,
-        )
-    except Exception as exc:
-        if "conflict" in type(exc).__name__.lower() or "conflict" in str(exc).lower():
-            raise CommitConflictError(
-                f"__manifest of {manifest.root!r} changed concurrently; the index definitions "
-                f"were not changed and the call can be retried: {exc}"
-            ) from exc
-        raise
+    return manifest.commit_operation(base, op, what="the change of the index definitions")
 
 
 def normalize_metric(metric: str) -> str:

@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lance_partitioned.catalog.snapshot import Leaf
+from lance_partitioned.errors import SPJNotPossibleError
 from lance_partitioned.operations.join import (
     DEFAULT_MAX_GROUP_ROWS,
     FallbackPart,
@@ -50,10 +51,6 @@ _SPARK_HOW = {
     "semi": "left_semi",
     "anti": "left_anti",
 }
-
-
-class SPJNotPossibleError(RuntimeError):
-    """``require_spj=True`` and part of the join would need a shuffle."""
 
 
 def join(

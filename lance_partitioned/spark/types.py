@@ -47,13 +47,9 @@ from pyspark.sql.types import (
     TimeType,
 )
 
-from lance_partitioned.errors import SchemaError
+from lance_partitioned.errors import SchemaError, UnsupportedTypeError
 
 SPARK_MAX_DECIMAL_PRECISION = 38
-
-
-class UnsupportedTypeError(SchemaError):
-    """A column has a type that Spark (or the namespace, when writing) cannot hold."""
 
 
 def _unsupported(path: str, t: object, why: str) -> UnsupportedTypeError:

@@ -13,27 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-
-class FilterParseError(ValueError):
-    """A filter could not be parsed. ``text`` is the filter, ``position`` the
-    character offset of the problem (or None)."""
-
-    def __init__(self, message: str, text: str | None = None, position: int | None = None):
-        self.reason = message
-        self.text = text
-        self.position = position
-        if text is not None and position is not None:
-            line_start = text.rfind("\n", 0, position) + 1
-            line_end = text.find("\n", position)
-            line = text[line_start : line_end if line_end >= 0 else len(text)]
-            caret = " " * (position - line_start) + "^"
-            full = f"{message} at position {position} in filter {text!r}\n    {line}\n    {caret}"
-        elif text is not None:
-            full = f"{message} in filter {text!r}"
-        else:
-            full = message
-        super().__init__(full)
-
+from lance_partitioned.errors import FilterParseError
 
 # --------------------------------------------------------------------------------------
 # Tokenizer
