@@ -239,7 +239,8 @@ OPAQUE_CASES = [
     ("lower(s) LIKE 'a%'", "lower(s) LIKE 'a%'", ("s",)),
     ("x IN (1, y)", "x IN (1, y)", ("x", "y")),
     ("x BETWEEN y AND 3", "x BETWEEN y AND 3", ("x", "y")),
-    ("x IS DISTINCT FROM 1", "x IS DISTINCT FROM 1", ("x",)),
+    # against a literal it is desugared (test_distinct_from_literal_is_desugared)
+    ("x IS DISTINCT FROM y", "x IS DISTINCT FROM y", ("x", "y")),
     ("starts_with(s, 'a')", "starts_with(s, 'a')", ("s",)),
     ("coalesce(x, 0) > 1", "coalesce(x, 0) > 1", ("x",)),
     ("1 = 1", "1 = 1", ()),
@@ -269,6 +270,20 @@ def test_opaque(text, sql, columns):
     assert expr == Opaque(sql, columns)
     assert to_sql(expr) == f"({sql})"
     assert parse_filter(to_sql(expr)) == expr
+
+
+def test_distinct_from_literal_is_desugared():
+    """``IS [NOT] DISTINCT FROM`` a literal is a comparison and a NULL test, so its
+    literal follows the rules of ``=`` (``tests/test_distinct_from.py`` runs it)."""
+    x = Ref("x")
+    not_distinct = And(cmp("=", "x", 1), IsNull(x, negated=True))
+    assert parse_filter("x IS NOT DISTINCT FROM 1") == not_distinct
+    assert parse_filter("1 IS NOT DISTINCT FROM x") == not_distinct
+    assert parse_filter("x IS DISTINCT FROM 1") == Or(cmp("!=", "x", 1), IsNull(x))
+    assert parse_filter("x IS NOT DISTINCT FROM NULL") == IsNull(x)
+    assert parse_filter("x IS DISTINCT FROM NULL") == IsNull(x, negated=True)
+    assert parse_filter("NOT x IS DISTINCT FROM 1") == Not(Or(cmp("!=", "x", 1), IsNull(x)))
+    assert parse_filter(to_sql(not_distinct)) == not_distinct
 
 
 def test_opaque_inside_boolean_structure():
@@ -653,6 +668,11 @@ EQUIVALENCE_FILTERS = [
     "i32 >= 2 AND i32 <= 4",
     "i32 = -1",
     "i32 = NULL",
+    "i32 IS DISTINCT FROM 2",
+    "i32 IS NOT DISTINCT FROM 2",
+    "NOT (i32 IS NOT DISTINCT FROM 2)",
+    "i32 IS NOT DISTINCT FROM NULL",
+    "s IS DISTINCT FROM 'a'",
     "i64 BETWEEN 10 AND 30",
     "i64 NOT BETWEEN 10 AND 30",
     "i64 > -9223372036854775808",
@@ -791,7 +811,7 @@ OPAQUE_FILTERS = [
     "s ILIKE 'H%'",
     "CAST(i32 AS DOUBLE) > 1.5e0",
     "coalesce(i32, 0) = 0",
-    "i32 IS DISTINCT FROM 2",
+    "i32 IS DISTINCT FROM i64",
     '"Order Date" > d',
 ]
 
@@ -1062,7 +1082,17 @@ def test_from_datafusion_builders():
         ("b IS TRUE", Opaque("b IS TRUE", ("b",))),
         ("-i32 < 0", Opaque("(-i32) < 0", ("i32",))),
         ("coalesce(i32, 0) > 1", Opaque("coalesce(i32, 0) > 1", ("i32",))),
-        ("i32 IS DISTINCT FROM 1", Opaque("i32 IS DISTINCT FROM 1", ("i32",))),
+        (
+            "i32 IS DISTINCT FROM 1",
+            Or(cmp("!=", "i32", 1), IsNull(Ref("i32"))),
+        ),
+        (
+            "i32 IS NOT DISTINCT FROM 1",
+            And(cmp("=", "i32", 1), IsNull(Ref("i32"), negated=True)),
+        ),
+        ("1 IS NOT DISTINCT FROM i32", And(cmp("=", "i32", 1), IsNull(Ref("i32"), negated=True))),
+        ("i32 IS NOT DISTINCT FROM NULL", IsNull(Ref("i32"))),
+        ("i32 IS DISTINCT FROM i64", Opaque("i32 IS DISTINCT FROM i64", ("i32", "i64"))),
         (
             "CASE WHEN i32 > 1 THEN true ELSE false END",
             Opaque("CASE WHEN (i32 > 1) THEN TRUE ELSE FALSE END", ("i32",)),

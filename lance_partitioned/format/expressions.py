@@ -7,7 +7,9 @@ Lance's own filter. Nodes are immutable and hashable.
 
 Normal form produced by the parser:
 - a comparison always has the column on the left (``5 < x`` becomes ``x > 5``);
-- ``BETWEEN`` is desugared to ``>=`` AND ``<=``;
+- ``BETWEEN`` is desugared to ``>=`` AND ``<=``, and ``IS [NOT] DISTINCT FROM`` a
+  literal to a comparison and a NULL test (``distinct_from``), so that every
+  operator follows the same literal rules;
 - anything the AST cannot represent exactly (functions, column-to-column
   comparisons, arithmetic) becomes ``Opaque`` with its original SQL text, which
   pruning treats as "unknown" and scans still apply.
@@ -129,6 +131,23 @@ class Opaque(Expr):
 
 
 TRUE = Literal(True)
+
+
+def distinct_from(ref: Ref, value: Any, distinct: bool) -> Expr:
+    """``ref IS DISTINCT FROM value`` (``distinct``) or ``IS NOT DISTINCT FROM``, as
+    the comparison and NULL test it means, so that the literal follows the rules of
+    ``=`` (FORMAT.md §7) and pruning sees plain predicates.
+
+    ``IS NOT DISTINCT FROM v`` is ``ref = v AND ref IS NOT NULL`` and ``IS DISTINCT
+    FROM v`` is ``ref != v OR ref IS NULL``: never NULL, as the operator is, so a
+    ``NOT`` around either also agrees. Against NULL they are ``IS NULL`` / ``IS NOT
+    NULL``.
+    """
+    if value is None:
+        return IsNull(ref, negated=distinct)
+    if distinct:
+        return Or(Compare("!=", ref, Literal(value)), IsNull(ref))
+    return And(Compare("=", ref, Literal(value)), IsNull(ref, negated=True))
 
 
 def and_all(exprs: list[Expr]) -> Expr:

@@ -85,7 +85,9 @@ def _binary(left: Term, op: str, right: Term) -> Term:
     """``(left op right)``."""
     if op in _COMPARISONS:
         inner = terms.compare(op, left, right)
-    elif op in _REGEX_MATCHES or op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+    elif op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+        inner = terms.distinct(left, right, negated=op == "IS NOT DISTINCT FROM")
+    elif op in _REGEX_MATCHES:
         inner = terms.opaque(f"{left.sql} {op} {right.sql}", left, right)
     elif op in ("AND", "OR"):
         inner = terms.logical(op, left, right)

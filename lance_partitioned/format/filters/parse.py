@@ -6,8 +6,6 @@ the normal form described in ``expressions.py``; :mod:`.render` writes it back.
 
 Parsing rules worth knowing:
 
-Parsing rules worth knowing:
-
 * Keywords are case-insensitive. Unquoted identifiers are kept **verbatim**
   (no lower-casing, as Lance resolves ``CamelCase`` to the column
   ``CamelCase``). Double-quoted and backtick-quoted identifiers may contain
@@ -25,8 +23,11 @@ Parsing rules worth knowing:
   (an aware datetime, the form instants render in).
 * Predicates the AST cannot express (function calls, arithmetic,
   column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
-  ``IS DISTINCT FROM``, ...) become ``Opaque`` carrying the source text of the
-  whole predicate. Column references inside it are re-spelled with
+  ``IS DISTINCT FROM`` between two columns, ...) become ``Opaque`` carrying the
+  source text of the whole predicate. Column references inside it are re-spelled
+  with backticks.
+* ``x IS [NOT] DISTINCT FROM <literal>`` becomes the comparison and NULL test it
+  means (``expressions.distinct_from``), so its literal follows the rules of ``=``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from lance_partitioned.format.expressions import (
     Literal,
     Not,
     Or,
+    distinct_from,
 )
 from lance_partitioned.format.filters.parse_values import (
     CMP_TOKENS,
@@ -165,10 +167,23 @@ class _Parser(ValueParser):
             self.expect_kw("FROM", "after IS [NOT] DISTINCT")
             self.require_operand("IS DISTINCT FROM")
             right = self.value_expr()
-            return self.opaque(left.start, right.end, merge_columns(left.columns, right.columns))
+            return self.distinct_predicate(left, right, not negated)
         raise self.error(
             f"expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS, found {self.describe(tok)}"
         )
+
+    def distinct_predicate(
+        self, left: SubExpression, right: SubExpression, distinct: bool
+    ) -> SubExpression:
+        """``left IS [NOT] DISTINCT FROM right``: a column against a literal is desugared
+        (``distinct_from``); anything else stays Opaque."""
+        columns = merge_columns(left.columns, right.columns)
+        kinds = (left.kind, right.kind)
+        if kinds in (("ref", "lit"), ("lit", "ref")):
+            ref, lit = (left, right) if kinds == ("ref", "lit") else (right, left)
+            expr = distinct_from(ref.ref, lit.value, distinct)  # type: ignore[arg-type]
+            return SubExpression("bool", left.start, right.end, columns, expr=expr)
+        return self.opaque(left.start, right.end, columns)
 
     def in_predicate(self, left: SubExpression, negated: bool) -> SubExpression:
         lp = self.expect_op("(", "after IN")
