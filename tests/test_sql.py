@@ -34,6 +34,7 @@ from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
 from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import quote_identifier, render_literal, to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
+from lance_partitioned.format.filters.visitor import referenced_columns
 
 D = decimal.Decimal
 UTC = dt.timezone.utc
@@ -184,10 +185,31 @@ PARSE_CASES = [
         "a = 1 AND b = 2 AND c = 3",
         And(And(cmp("=", "a", 1), cmp("=", "b", 2)), cmp("=", "c", 3)),
     ),
+    # a chain in parentheses joins a chain of the same operator: one balanced tree
     (
         "a = 1 AND (b = 2 AND c = 3)",
-        And(cmp("=", "a", 1), And(cmp("=", "b", 2), cmp("=", "c", 3))),
+        And(And(cmp("=", "a", 1), cmp("=", "b", 2)), cmp("=", "c", 3)),
     ),
+    (
+        "a = 1 AND b = 2 AND c = 3 AND d = 4",
+        And(And(cmp("=", "a", 1), cmp("=", "b", 2)), And(cmp("=", "c", 3), cmp("=", "d", 4))),
+    ),
+    (
+        "((a = 1 OR b = 2) OR c = 3) OR (d = 4 OR e = 5)",
+        Or(
+            Or(Or(cmp("=", "a", 1), cmp("=", "b", 2)), Or(cmp("=", "c", 3), cmp("=", "d", 4))),
+            cmp("=", "e", 5),
+        ),
+    ),
+    # equalities on one column in an OR chain are one IN list, where the first stood
+    ("x = 1 OR x = 2", In(Ref("x"), (Literal(1), Literal(2)))),
+    (
+        "x = 1 OR y = 2 OR x IN (3, NULL) OR (x = 4)",
+        Or(In(Ref("x"), tuple(Literal(v) for v in (1, 3, None, 4))), cmp("=", "y", 2)),
+    ),
+    ("x = 1 OR x != 2", Or(cmp("=", "x", 1), cmp("!=", "x", 2))),
+    ("x = 1 OR x NOT IN (2)", Or(cmp("=", "x", 1), In(Ref("x"), (Literal(2),), negated=True))),
+    ("x = 1 AND x = 2", And(cmp("=", "x", 1), cmp("=", "x", 2))),
     ("((x = 1))", cmp("=", "x", 1)),
     ("x = 1 -- trailing comment", cmp("=", "x", 1)),
     ("  x\n=\t1  ", cmp("=", "x", 1)),
@@ -518,7 +540,12 @@ _exprs = st.recursive(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_exprs)
 def test_round_trip_property(expr):
-    assert parse_filter(to_sql(expr)) == expr
+    """Rendered and parsed, any AST reaches the parser's form (AND/OR chains flat and
+    balanced, equalities on one column in an OR chain one IN list: the same meaning,
+    which the equivalence tests run), and the parser's form survives the trip exactly."""
+    parsed = parse_filter(to_sql(expr))
+    assert parse_filter(to_sql(parsed)) == parsed
+    assert referenced_columns(parsed) == referenced_columns(expr)
 
 
 def test_to_pyarrow_opaque_not_implemented():

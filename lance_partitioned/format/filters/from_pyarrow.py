@@ -15,6 +15,7 @@ from typing import Any
 from lance_partitioned.format.arrow_c import CArrowSchema, read_metadata
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.filters import terms
+from lance_partitioned.format.filters.depth import translation_room
 from lance_partitioned.format.filters.render import escape_like
 from lance_partitioned.format.filters.terms import Term
 
@@ -312,4 +313,5 @@ def from_pyarrow(expr: Any) -> Expr:
 
     if not isinstance(expr, pc.Expression):
         raise TypeError(f"expected a pyarrow.compute.Expression, got {type(expr).__name__}")
-    return terms.as_bool(_predicate(_pa_tree(expr), positive=True))
+    with translation_room("pyarrow"):
+        return terms.as_bool(_predicate(_pa_tree(expr), positive=True))
