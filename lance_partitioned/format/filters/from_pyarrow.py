@@ -42,7 +42,13 @@ def scalar_to_py(scalar: Any) -> Any:
         raise ValueError(f"unsupported literal type {t}: {scalar}")
     if pat.is_float16(t):
         return float(scalar.as_py())
-    return scalar.as_py()
+    try:
+        return scalar.as_py()
+    except OverflowError:  # a date or time beyond Python's years 1 to 9999
+        raise ValueError(
+            f"a {t} literal ({scalar.value} since the epoch) is beyond the range of dates a "
+            "filter can hold (years 1 to 9999)"
+        ) from None
 
 
 def arrow_type_to_sql(t: Any) -> str:
