@@ -34,6 +34,7 @@ from lance_partitioned.format.filters.from_pyarrow import from_pyarrow
 from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import quote_identifier, render_literal, to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
+from lance_partitioned.format.filters.visitor import referenced_columns
 
 D = decimal.Decimal
 UTC = dt.timezone.utc
@@ -184,10 +185,31 @@ PARSE_CASES = [
         "a = 1 AND b = 2 AND c = 3",
         And(And(cmp("=", "a", 1), cmp("=", "b", 2)), cmp("=", "c", 3)),
     ),
+    # a chain in parentheses joins a chain of the same operator: one balanced tree
     (
         "a = 1 AND (b = 2 AND c = 3)",
-        And(cmp("=", "a", 1), And(cmp("=", "b", 2), cmp("=", "c", 3))),
+        And(And(cmp("=", "a", 1), cmp("=", "b", 2)), cmp("=", "c", 3)),
     ),
+    (
+        "a = 1 AND b = 2 AND c = 3 AND d = 4",
+        And(And(cmp("=", "a", 1), cmp("=", "b", 2)), And(cmp("=", "c", 3), cmp("=", "d", 4))),
+    ),
+    (
+        "((a = 1 OR b = 2) OR c = 3) OR (d = 4 OR e = 5)",
+        Or(
+            Or(Or(cmp("=", "a", 1), cmp("=", "b", 2)), Or(cmp("=", "c", 3), cmp("=", "d", 4))),
+            cmp("=", "e", 5),
+        ),
+    ),
+    # equalities on one column in an OR chain are one IN list, where the first stood
+    ("x = 1 OR x = 2", In(Ref("x"), (Literal(1), Literal(2)))),
+    (
+        "x = 1 OR y = 2 OR x IN (3, NULL) OR (x = 4)",
+        Or(In(Ref("x"), tuple(Literal(v) for v in (1, 3, None, 4))), cmp("=", "y", 2)),
+    ),
+    ("x = 1 OR x != 2", Or(cmp("=", "x", 1), cmp("!=", "x", 2))),
+    ("x = 1 OR x NOT IN (2)", Or(cmp("=", "x", 1), In(Ref("x"), (Literal(2),), negated=True))),
+    ("x = 1 AND x = 2", And(cmp("=", "x", 1), cmp("=", "x", 2))),
     ("((x = 1))", cmp("=", "x", 1)),
     ("x = 1 -- trailing comment", cmp("=", "x", 1)),
     ("  x\n=\t1  ", cmp("=", "x", 1)),
@@ -239,7 +261,8 @@ OPAQUE_CASES = [
     ("lower(s) LIKE 'a%'", "lower(s) LIKE 'a%'", ("s",)),
     ("x IN (1, y)", "x IN (1, y)", ("x", "y")),
     ("x BETWEEN y AND 3", "x BETWEEN y AND 3", ("x", "y")),
-    ("x IS DISTINCT FROM 1", "x IS DISTINCT FROM 1", ("x",)),
+    # against a literal it is desugared (test_distinct_from_literal_is_desugared)
+    ("x IS DISTINCT FROM y", "x IS DISTINCT FROM y", ("x", "y")),
     ("starts_with(s, 'a')", "starts_with(s, 'a')", ("s",)),
     ("coalesce(x, 0) > 1", "coalesce(x, 0) > 1", ("x",)),
     ("1 = 1", "1 = 1", ()),
@@ -269,6 +292,20 @@ def test_opaque(text, sql, columns):
     assert expr == Opaque(sql, columns)
     assert to_sql(expr) == f"({sql})"
     assert parse_filter(to_sql(expr)) == expr
+
+
+def test_distinct_from_literal_is_desugared():
+    """``IS [NOT] DISTINCT FROM`` a literal is a comparison and a NULL test, so its
+    literal follows the rules of ``=`` (``tests/test_distinct_from.py`` runs it)."""
+    x = Ref("x")
+    not_distinct = And(cmp("=", "x", 1), IsNull(x, negated=True))
+    assert parse_filter("x IS NOT DISTINCT FROM 1") == not_distinct
+    assert parse_filter("1 IS NOT DISTINCT FROM x") == not_distinct
+    assert parse_filter("x IS DISTINCT FROM 1") == Or(cmp("!=", "x", 1), IsNull(x))
+    assert parse_filter("x IS NOT DISTINCT FROM NULL") == IsNull(x)
+    assert parse_filter("x IS DISTINCT FROM NULL") == IsNull(x, negated=True)
+    assert parse_filter("NOT x IS DISTINCT FROM 1") == Not(Or(cmp("!=", "x", 1), IsNull(x)))
+    assert parse_filter(to_sql(not_distinct)) == not_distinct
 
 
 def test_opaque_inside_boolean_structure():
@@ -503,7 +540,12 @@ _exprs = st.recursive(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_exprs)
 def test_round_trip_property(expr):
-    assert parse_filter(to_sql(expr)) == expr
+    """Rendered and parsed, any AST reaches the parser's form (AND/OR chains flat and
+    balanced, equalities on one column in an OR chain one IN list: the same meaning,
+    which the equivalence tests run), and the parser's form survives the trip exactly."""
+    parsed = parse_filter(to_sql(expr))
+    assert parse_filter(to_sql(parsed)) == parsed
+    assert referenced_columns(parsed) == referenced_columns(expr)
 
 
 def test_to_pyarrow_opaque_not_implemented():
@@ -653,6 +695,11 @@ EQUIVALENCE_FILTERS = [
     "i32 >= 2 AND i32 <= 4",
     "i32 = -1",
     "i32 = NULL",
+    "i32 IS DISTINCT FROM 2",
+    "i32 IS NOT DISTINCT FROM 2",
+    "NOT (i32 IS NOT DISTINCT FROM 2)",
+    "i32 IS NOT DISTINCT FROM NULL",
+    "s IS DISTINCT FROM 'a'",
     "i64 BETWEEN 10 AND 30",
     "i64 NOT BETWEEN 10 AND 30",
     "i64 > -9223372036854775808",
@@ -791,7 +838,7 @@ OPAQUE_FILTERS = [
     "s ILIKE 'H%'",
     "CAST(i32 AS DOUBLE) > 1.5e0",
     "coalesce(i32, 0) = 0",
-    "i32 IS DISTINCT FROM 2",
+    "i32 IS DISTINCT FROM i64",
     '"Order Date" > d',
 ]
 
@@ -1062,7 +1109,17 @@ def test_from_datafusion_builders():
         ("b IS TRUE", Opaque("b IS TRUE", ("b",))),
         ("-i32 < 0", Opaque("(-i32) < 0", ("i32",))),
         ("coalesce(i32, 0) > 1", Opaque("coalesce(i32, 0) > 1", ("i32",))),
-        ("i32 IS DISTINCT FROM 1", Opaque("i32 IS DISTINCT FROM 1", ("i32",))),
+        (
+            "i32 IS DISTINCT FROM 1",
+            Or(cmp("!=", "i32", 1), IsNull(Ref("i32"))),
+        ),
+        (
+            "i32 IS NOT DISTINCT FROM 1",
+            And(cmp("=", "i32", 1), IsNull(Ref("i32"), negated=True)),
+        ),
+        ("1 IS NOT DISTINCT FROM i32", And(cmp("=", "i32", 1), IsNull(Ref("i32"), negated=True))),
+        ("i32 IS NOT DISTINCT FROM NULL", IsNull(Ref("i32"))),
+        ("i32 IS DISTINCT FROM i64", Opaque("i32 IS DISTINCT FROM i64", ("i32", "i64"))),
         (
             "CASE WHEN i32 > 1 THEN true ELSE false END",
             Opaque("CASE WHEN (i32 > 1) THEN TRUE ELSE FALSE END", ("i32",)),

@@ -38,9 +38,25 @@ def is_zoned(t: pa.DataType) -> bool:
     return pa.types.is_timestamp(t) and t.tz is not None
 
 
+# Bounds are Python dates and datetimes, 0001-01-01 to 9999-12-31: a bound a step
+# beyond (``d <= DATE '9999-12-31'`` is ``wall < 10000-01-01``) is no bound at all,
+# and a unit that ends with year 9999 ends at the end of the range (None below).
+_OUT_OF_RANGE = (OverflowError, ValueError)
+# 10000-01-01T00:00 in microseconds since the epoch: where the last unit ends
+END_OF_RANGE_US = zones.to_us(dt.datetime.max) + 1
+
+
 def lower_wall(op: str, value: Any, src_type: pa.DataType) -> dt.datetime | None:
     """An inclusive lower bound on the wall clock of every value matching ``col op value``
-    (op ``>`` or ``>=``); None if ``value`` is not a date or timestamp."""
+    (op ``>`` or ``>=``); None if ``value`` is not a date or timestamp, or the bound
+    is beyond the range of Python's datetime (nothing to prune by)."""
+    try:
+        return _lower_wall(op, value, src_type)
+    except _OUT_OF_RANGE:
+        return None
+
+
+def _lower_wall(op: str, value: Any, src_type: pa.DataType) -> dt.datetime | None:
     if is_zoned(src_type) and isinstance(value, dt.datetime) and value.tzinfo is not None:
         return zones.naive(zones.min_wall_from(src_type.tz, zones.to_us(value)))
     if isinstance(value, dt.datetime):
@@ -53,7 +69,15 @@ def lower_wall(op: str, value: Any, src_type: pa.DataType) -> dt.datetime | None
 
 def upper_wall(op: str, value: Any, src_type: pa.DataType) -> dt.datetime | None:
     """An exclusive upper bound on the wall clock of every value matching ``col op value``
-    (op ``<`` or ``<=``); None if ``value`` is not a date or timestamp."""
+    (op ``<`` or ``<=``); None if ``value`` is not a date or timestamp, or the bound
+    is beyond the range of Python's datetime (``<= DATE '9999-12-31'``: no bound)."""
+    try:
+        return _upper_wall(op, value, src_type)
+    except _OUT_OF_RANGE:
+        return None
+
+
+def _upper_wall(op: str, value: Any, src_type: pa.DataType) -> dt.datetime | None:
     step = dt.timedelta(0) if op == "<" else dt.timedelta(microseconds=1)
     if is_zoned(src_type) and isinstance(value, dt.datetime) and value.tzinfo is not None:
         t = zones.to_us(value) + step // dt.timedelta(microseconds=1)  # not value + step: fold
@@ -140,12 +164,14 @@ def covered_values(unit: str, lo: dt.datetime, hi: dt.datetime) -> list[int] | N
     return None if len(values) >= _CYCLE[unit] else sorted(values)
 
 
-def unit_interval(values: dict[str, Any]) -> tuple[dt.datetime, dt.datetime] | None:
+def unit_interval(values: dict[str, Any]) -> tuple[dt.datetime, dt.datetime | None] | None:
     """[start, end) wall-clock times of the calendar unit named by year/month/day/hour values.
 
     ``values`` maps units to their values; the unit is the finest one reached
     from ``year`` down without a gap (``year`` and ``day`` without ``month``
-    name a year). None when there is no year or the values name no date."""
+    name a year). ``end`` is None for a unit that ends with year 9999 (at
+    ``END_OF_RANGE_US``, which a datetime cannot hold). None when there is no
+    year or the values name no date of Python's range (year 0, year 10000, …)."""
     y = values.get("year")
     if y is None:
         return None
@@ -153,31 +179,34 @@ def unit_interval(values: dict[str, Any]) -> tuple[dt.datetime, dt.datetime] | N
     d = values.get("day") if m is not None else None
     h = values.get("hour") if d is not None else None
     try:
-        if m is None:
-            return dt.datetime(y, 1, 1), dt.datetime(y + 1, 1, 1)
-        start = dt.datetime(y, m, d or 1, h or 0)
-    except ValueError:
+        start = dt.datetime(y, m or 1, d or 1, h or 0)
+    except _OUT_OF_RANGE:
         return None
-    if d is None:
-        end = dt.datetime(y + (m == 12), m % 12 + 1, 1)
-    elif h is None:
-        end = start + dt.timedelta(days=1)
-    else:
-        end = start + dt.timedelta(hours=1)
+    try:
+        if m is None:
+            end = dt.datetime(y + 1, 1, 1)
+        elif d is None:
+            end = dt.datetime(y + (m == 12), m % 12 + 1, 1)
+        else:
+            end = start + (dt.timedelta(days=1) if h is None else dt.timedelta(hours=1))
+    except _OUT_OF_RANGE:
+        end = None
     return start, end
 
 
 def unit_instants(
-    start: dt.datetime, end: dt.datetime, src_type: pa.DataType
+    start: dt.datetime, end: dt.datetime | None, src_type: pa.DataType
 ) -> tuple[int, int] | None:
-    """Microsecond bounds ``(first, end)`` of the values whose wall clock is in ``[start, end)``.
+    """Microsecond bounds ``(first, end)`` of the values whose wall clock is in ``[start, end)``
+    (``end`` None: up to ``END_OF_RANGE_US``).
 
     ``first`` is the least such value and every such value is ``< end``. For a
     zoned column these are instants (a calendar day of 23 or 25 hours, an hour
     that happens twice); otherwise the wall clock itself."""
+    end_us = END_OF_RANGE_US if end is None else zones.to_us(end)
     if is_zoned(src_type):
-        return zones.instants_showing(src_type.tz, zones.to_us(start), zones.to_us(end))
-    return zones.to_us(start), zones.to_us(end)
+        return zones.instants_showing(src_type.tz, zones.to_us(start), end_us)
+    return zones.to_us(start), end_us
 
 
 def resolution_us(t: pa.DataType) -> int:
@@ -186,16 +215,18 @@ def resolution_us(t: pa.DataType) -> int:
 
 
 def interval_satisfies(
-    op: str, lit: Any, start: dt.datetime, end: dt.datetime, src_type: pa.DataType
+    op: str, lit: Any, start: dt.datetime, end: dt.datetime | None, src_type: pa.DataType
 ) -> bool:
     """True when every value whose wall clock lies in ``[start, end)`` satisfies ``col op lit``.
 
     ``op`` is one of ``<``, ``<=``, ``>``, ``>=``; ``src_type`` is the column's
-    date or timestamp type (a zoned column's unit is a range of local times)."""
+    date or timestamp type (a zoned column's unit is a range of local times);
+    ``end`` None is the end of year 9999 (``unit_interval``)."""
     if pa.types.is_date(src_type):
         if not isinstance(lit, dt.date) or isinstance(lit, dt.datetime):
             return False
-        first, last = start.date(), end.date() - dt.timedelta(days=1)
+        first = start.date()
+        last = dt.date.max if end is None else end.date() - dt.timedelta(days=1)
         return {">=": first >= lit, ">": first > lit, "<": last < lit, "<=": last <= lit}[op]
     if not isinstance(lit, dt.datetime) or (lit.tzinfo is None) != (src_type.tz is None):
         return False

@@ -7,7 +7,9 @@ Lance's own filter. Nodes are immutable and hashable.
 
 Normal form produced by the parser:
 - a comparison always has the column on the left (``5 < x`` becomes ``x > 5``);
-- ``BETWEEN`` is desugared to ``>=`` AND ``<=``;
+- ``BETWEEN`` is desugared to ``>=`` AND ``<=``, and ``IS [NOT] DISTINCT FROM`` a
+  literal to a comparison and a NULL test (``distinct_from``), so that every
+  operator follows the same literal rules;
 - anything the AST cannot represent exactly (functions, column-to-column
   comparisons, arithmetic) becomes ``Opaque`` with its original SQL text, which
   pruning treats as "unknown" and scans still apply.
@@ -19,6 +21,7 @@ Walks over the tree (NNF, rendering, binding, projection) are visitors:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +134,79 @@ class Opaque(Expr):
 TRUE = Literal(True)
 
 
-def and_all(exprs: list[Expr]) -> Expr:
-    """AND a list of expressions together (TRUE when empty)."""
-    if not exprs:
-        return TRUE
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = And(out, e)
+def distinct_from(ref: Ref, value: Any, distinct: bool) -> Expr:
+    """``ref IS DISTINCT FROM value`` (``distinct``) or ``IS NOT DISTINCT FROM``, as
+    the comparison and NULL test it means, so that the literal follows the rules of
+    ``=`` (FORMAT.md §7) and pruning sees plain predicates.
+
+    ``IS NOT DISTINCT FROM v`` is ``ref = v AND ref IS NOT NULL`` and ``IS DISTINCT
+    FROM v`` is ``ref != v OR ref IS NULL``: never NULL, as the operator is, so a
+    ``NOT`` around either also agrees. Against NULL they are ``IS NULL`` / ``IS NOT
+    NULL``.
+    """
+    if value is None:
+        return IsNull(ref, negated=distinct)
+    if distinct:
+        return Or(Compare("!=", ref, Literal(value)), IsNull(ref))
+    return And(Compare("=", ref, Literal(value)), IsNull(ref, negated=True))
+
+
+def balanced(node: type[And] | type[Or], items: Sequence[Expr]) -> Expr:
+    """``items`` joined left to right by ``node`` (``And`` or ``Or``) as a balanced tree.
+
+    Neighbours are paired, then the pairs, and so on: a chain of n operands is
+    log2(n) deep, so a filter of 10,000 ORs is 14 levels, and no walk over it nears
+    Python's recursion limit. The tree depends only on ``items`` (up to three it is
+    the left-deep ``(a op b) op c``), so SQL text rendered from it, a flat chain,
+    parses back to the same tree. AND and OR are associative in SQL's three-valued
+    logic, so every shape means the same.
+    """
+    if not items:
+        raise ValueError(f"no operands to join with {node.__name__}")
+    level = list(items)
+    while len(level) > 1:
+        paired = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
+def merge_equalities(items: Sequence[Expr]) -> list[Expr]:
+    """The operands of an OR chain with the equalities and IN lists on each column
+    joined into one IN list, where the first of them stood: ``x = 1 OR y = 2 OR x IN
+    (3, 4)`` becomes ``x IN (1, 3, 4) OR y = 2``.
+
+    SQL defines ``x IN (a, b)`` as ``x = a OR x = b`` (NULL included), and OR is
+    commutative, so the meaning is the same. A list of ids written as 10,000 ORs is
+    one IN list for pruning, and for Lance, which plans an IN list some ten times
+    faster than the chain. A column with one equality keeps it as written.
+    """
+    groups: dict[Ref, list[Expr]] = {}
+    order: list[tuple[Ref | None, Expr | None]] = []  # (column, None) stands for its group
+    for item in items:
+        equality = (isinstance(item, Compare) and item.op == "=") or (
+            isinstance(item, In) and not item.negated
+        )
+        if not equality:
+            order.append((None, item))
+            continue
+        ref = item.ref  # type: ignore[attr-defined]
+        if ref not in groups:
+            groups[ref] = []
+            order.append((ref, None))
+        groups[ref].append(item)
+    out: list[Expr] = []
+    for ref, item in order:
+        if ref is None:
+            out.append(item)  # type: ignore[arg-type]
+            continue
+        group = groups[ref]
+        values = [v for e in group for v in (e.values if isinstance(e, In) else (e.literal,))]  # type: ignore[attr-defined]
+        out.append(group[0] if len(group) == 1 else In(ref, tuple(values)))
     return out
+
+
+def and_all(exprs: Sequence[Expr]) -> Expr:
+    """AND a list of expressions together (TRUE when empty), as a balanced tree."""
+    return balanced(And, exprs) if exprs else TRUE

@@ -57,7 +57,13 @@ from lance_partitioned.format.expressions import (
     Ref,
     and_all,
 )
-from lance_partitioned.format.filters.visitor import FilterVisitor, conjuncts, to_nnf, visit
+from lance_partitioned.format.filters.visitor import (
+    FilterVisitor,
+    conjuncts,
+    nesting,
+    to_nnf,
+    visit,
+)
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
 from lance_partitioned.format.time_ranges import (
@@ -461,6 +467,10 @@ def residual_filter(
 
 # -- per-spec partition predicates -------------------------------------------
 
+# The deepest predicate (``visitor.nesting``) one spec contributes to the __manifest
+# query, which wraps it in three more levels: well inside Lance's parser's reach.
+MAX_PRUNING_NESTING = 16
+
 
 def partition_predicates(
     expr: Expr | None, specs: dict[int, PartitionSpec], schema: Schema
@@ -474,4 +484,9 @@ def partition_predicates(
     if expr is None:
         return dict.fromkeys(specs)
     nnf = to_nnf(expr)
-    return {sid: SpecProjector(specs[sid], schema).project(nnf) for sid in sorted(specs)}
+    out = {sid: SpecProjector(specs[sid], schema).project(nnf) for sid in sorted(specs)}
+    # a predicate Lance's SQL parser might not read inside the __manifest query
+    # (filter_check refuses filters nested deeper than Lance reads) prunes nothing
+    return {
+        sid: p if p is None or nesting(p) <= MAX_PRUNING_NESTING else None for sid, p in out.items()
+    }

@@ -208,7 +208,8 @@ class TimeTransform(Transform):
 
     def apply(self, arrays):
         arr = _to_array(arrays[0])
-        if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+        zoned = pa.types.is_timestamp(arr.type) and arr.type.tz is not None
+        if zoned or _beyond_pyarrow_calendar(arr):
             # In the column's zone, by DataFusion's rules (pyarrow's differ after 2037).
             return zones.date_part(self.type, arr)
         fn = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour}[self.type]
@@ -229,6 +230,31 @@ class TimeTransform(Transform):
 
     def _starts_unit(self, bound):
         return is_unit_start(bound, self.type)
+
+
+# pyarrow's calendar kernels keep the year in 16 bits: beyond years -32767..32767,
+# which a date32 or a timestamp[s], [ms] or [us] column can reach, pc.year wraps
+# around (10**12 s is year 33658, pc.year says -31878). Arrays with values beyond
+# 28,000 years of the epoch take DataFusion's date_part, seed 000's definition.
+_SAFE_DAYS = 28_000 * 365
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000}
+
+
+def _beyond_pyarrow_calendar(arr: pa.Array) -> bool:
+    """Whether some date or timestamp of ``arr`` is too far from 1970 for pyarrow's kernels."""
+    t = arr.type
+    if pa.types.is_date32(t):
+        per_day = 1
+    elif pa.types.is_date64(t):
+        per_day = _PER_DAY["ms"]
+    else:
+        per_day = _PER_DAY.get(t.unit, 0)  # a timestamp[ns] stays within 1677 to 2262
+    if not per_day or len(arr) == arr.null_count:
+        return False
+    storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    low, high = pc.min_max(arr.view(storage)).values()
+    limit = _SAFE_DAYS * per_day
+    return low.as_py() < -limit or high.as_py() > limit
 
 
 @dataclass(frozen=True)

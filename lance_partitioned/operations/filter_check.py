@@ -26,8 +26,14 @@ from lance_partitioned.errors import FilterError, lance_message
 from lance_partitioned.format import caches
 from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.expressions import Expr, Like, Literal, Not, Opaque
-from lance_partitioned.format.filters.render import to_sql
-from lance_partitioned.format.filters.visitor import FilterVisitor, predicates, visit
+from lance_partitioned.format.filters.render import to_lance_sql, to_sql
+from lance_partitioned.format.filters.visitor import (
+    FilterVisitor,
+    nesting,
+    predicates,
+    to_nnf,
+    visit,
+)
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import is_bytes, is_text
 from lance_partitioned.operations.field_ids import without_field_id_metadata
@@ -46,8 +52,35 @@ def check_filter(expr: Expr, schema: Schema) -> None:
                 f"filter applies LIKE to column {like.ref.name!r} of type {t}; LIKE needs a "
                 "string or binary column"
             )
-    if any(isinstance(p, Opaque) for p in parts):
-        _plan_with_lance(to_sql(expr), schema)
+    # leaves run the negation normal form, where a run of NOTs is gone
+    nnf = to_nnf(expr)
+    if nesting(nnf) > _NESTING_LANCE_SURELY_READS:
+        _check_nesting(nnf, schema)
+    elif any(isinstance(p, Opaque) for p in parts):
+        shallow = nesting(expr) <= _NESTING_LANCE_SURELY_READS
+        _plan_with_lance(to_sql(expr if shallow else nnf), schema)
+
+
+# Lance's SQL parser has a recursion limit of its own (sqlparser's 50): a filter
+# rendered with some 30 levels of alternating AND/OR or NOT (``visitor.nesting``)
+# is refused (FORMAT.md §7), and a few hundred nested NOTs take it minutes. Up to
+# this many, Lance surely reads it; a deeper one is planned by Lance first, so that
+# a refusal is a FilterError before any read.
+_NESTING_LANCE_SURELY_READS = 12
+
+
+def _check_nesting(expr: Expr, schema: Schema) -> None:
+    try:
+        _plan_with_lance(to_lance_sql(expr), schema)
+    except FilterError as exc:
+        if "recursion limit" not in str(exc):
+            raise
+        raise FilterError(
+            f"the filter nests AND, OR and NOT {nesting(expr)} levels deep, deeper than "
+            "Lance's SQL parser reads (its recursion limit; some 30 levels of "
+            "alternating AND/OR or NOT): write it with fewer nested levels (a chain "
+            "'a OR b OR …' or an IN list of any length is one level)"
+        ) from exc
 
 
 class _ValueUnderNots(FilterVisitor[Expr | None]):

@@ -44,7 +44,6 @@ import pyarrow as pa
 from pyspark.sql import datasource as sds
 
 from lance_partitioned.format.expressions import (
-    And,
     Compare,
     Expr,
     In,
@@ -54,6 +53,7 @@ from lance_partitioned.format.expressions import (
     Not,
     Ref,
     and_all,
+    distinct_from,
 )
 from lance_partitioned.format.filters.render import escape_like, render_literal
 from lance_partitioned.format.types import TypeFamily, family_of, is_literal_of, is_text
@@ -175,11 +175,9 @@ class FilterTranslator:
             return None
         ref = Ref(name)
         if isinstance(f, sds.EqualNullSafe):
-            if f.value is None:
-                return IsNull(ref)
-            if not _exact_literal(f.value, t):
+            if f.value is not None and not _exact_literal(f.value, t):
                 return None
-            return And(Compare("=", ref, Literal(f.value)), IsNull(ref, negated=True))
+            return distinct_from(ref, f.value, distinct=False)
         op = _COMPARE_OPS.get(type(f))
         if op is not None:
             if op != "=" and family_of(t) is TypeFamily.FLOAT:

@@ -274,6 +274,38 @@ def _between_floats(op: str, ref: Ref, lo: float, hi: float) -> Expr:
     return Or(Compare("<=", ref, Literal(lo)), Compare(">=", ref, Literal(hi)))
 
 
+def _timestamp_bounds(t: pa.DataType) -> tuple[dt.datetime, dt.datetime] | None:
+    """The least and greatest values of a ``timestamp[ns]`` column as datetimes
+    (1677-09-21 to 2262-04-11, to the microsecond inside); None for other types,
+    whose range holds every Python date and datetime."""
+    if not (pa.types.is_timestamp(t) and t.unit == "ns"):
+        return None
+    info = np.iinfo(np.int64)
+    lo = pa.scalar(-(-info.min // 1000), pa.timestamp("us", t.tz)).as_py()
+    hi = pa.scalar(info.max // 1000, pa.timestamp("us", t.tz)).as_py()
+    return lo, hi
+
+
+def _beyond_timestamps(op: str, ref: Ref, value: Any, t: pa.DataType) -> Expr | None:
+    """``ref op value`` for a datetime ``value`` beyond the range of a ``timestamp[ns]``
+    column, spelled with the range's end, which Lance can cast: every row gets the
+    comparison's answer (NULL for NULL). None when ``value`` is in range. Lance alone
+    would wrap the literal around the int64 range and give wrong rows."""
+    bounds = _timestamp_bounds(t)
+    if bounds is None or not isinstance(value, dt.datetime):
+        return None
+    lo, hi = bounds
+    if (value.tzinfo is None) != (lo.tzinfo is None):
+        return None  # an instant against a naive column: Lance compares it as UTC
+    if value > hi:
+        below = op in ("<", "<=", "!=")
+        return Compare("<=" if below else ">", ref, Literal(hi))
+    if value < lo:
+        above = op in (">", ">=", "!=")
+        return Compare(">=" if above else "<", ref, Literal(lo))
+    return None
+
+
 # -- binding a filter ---------------------------------------------------------
 
 
@@ -338,18 +370,22 @@ class _Binder(Rewriter):
         neighbours = _float_neighbours(v, t)
         if neighbours is not None:  # no value of the float column equals v
             return _between_floats(node.op, self._bound(node.ref), *neighbours)
+        beyond = _beyond_timestamps(node.op, self._bound(node.ref), v, t)
+        if beyond is not None:
+            return beyond
         return Opaque(to_sql(Compare(node.op, node.ref, _exact_for(Literal(v), t))), (name,))
 
     def visit_in(self, node: In) -> Expr:
         name = node.ref.name
         t = self.schema.field(name).type
         vals = [cast_literal(lit.value, t, name) for lit in node.values]
-        # a number no value of a float column equals matches no row: left out
-        never = [v for ok, v in vals if not ok and _float_neighbours(v, t) is not None]
-        vals = [(ok, v) for ok, v in vals if ok or _float_neighbours(v, t) is None]
+        # a number no value of a float column equals, or a time beyond a timestamp[ns]
+        # column's range, matches no row: left out
+        ref = self._bound(node.ref)
+        never = [v for ok, v in vals if not ok and self._never_equal(ref, v, t) is not None]
+        vals = [(ok, v) for ok, v in vals if ok or self._never_equal(ref, v, t) is None]
         if not vals:
-            op = "!=" if node.negated else "="
-            return _between_floats(op, self._bound(node.ref), *_float_neighbours(never[0], t))
+            return self._never_equal(ref, never[0], t, "!=" if node.negated else "=")
         if all(ok for ok, _ in vals):
             return In(self._bound(node.ref), tuple(Literal(v) for _, v in vals), node.negated)
         exact = In(
@@ -358,6 +394,14 @@ class _Binder(Rewriter):
             node.negated,
         )
         return Opaque(to_sql(exact), (name,))
+
+    @staticmethod
+    def _never_equal(ref: Ref, v: Any, t: pa.DataType, op: str = "=") -> Expr | None:
+        """``ref op v`` when no value of column type ``t`` equals ``v``, else None."""
+        neighbours = _float_neighbours(v, t)
+        if neighbours is not None:
+            return _between_floats(op, ref, *neighbours)
+        return _beyond_timestamps(op, ref, v, t)
 
     def visit_is_null(self, node: IsNull) -> Expr:
         return IsNull(self._bound(node.ref), node.negated)

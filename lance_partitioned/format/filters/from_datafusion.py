@@ -11,6 +11,7 @@ from typing import Any
 
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.filters import terms
+from lance_partitioned.format.filters.depth import translation_room
 from lance_partitioned.format.filters.from_pyarrow import scalar_to_py
 from lance_partitioned.format.filters.literal_text import NOT_CASTABLE, fold_arrow_cast
 from lance_partitioned.format.filters.terms import Term
@@ -85,7 +86,9 @@ def _binary(left: Term, op: str, right: Term) -> Term:
     """``(left op right)``."""
     if op in _COMPARISONS:
         inner = terms.compare(op, left, right)
-    elif op in _REGEX_MATCHES or op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+    elif op in ("IS DISTINCT FROM", "IS NOT DISTINCT FROM"):
+        inner = terms.distinct(left, right, negated=op == "IS NOT DISTINCT FROM")
+    elif op in _REGEX_MATCHES:
         inner = terms.opaque(f"{left.sql} {op} {right.sql}", left, right)
     elif op in ("AND", "OR"):
         inner = terms.logical(op, left, right)
@@ -214,4 +217,5 @@ def from_datafusion(expr: Any) -> Expr:
 
     if not isinstance(expr, DFExpr):
         raise TypeError(f"expected a datafusion.Expr, got {type(expr).__name__}")
-    return terms.as_bool(_term(expr))
+    with translation_room("DataFusion"):
+        return terms.as_bool(_term(expr))

@@ -15,6 +15,7 @@ from typing import Any
 from lance_partitioned.format.arrow_c import CArrowSchema, read_metadata
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.filters import terms
+from lance_partitioned.format.filters.depth import translation_room
 from lance_partitioned.format.filters.render import escape_like
 from lance_partitioned.format.filters.terms import Term
 
@@ -41,7 +42,13 @@ def scalar_to_py(scalar: Any) -> Any:
         raise ValueError(f"unsupported literal type {t}: {scalar}")
     if pat.is_float16(t):
         return float(scalar.as_py())
-    return scalar.as_py()
+    try:
+        return scalar.as_py()
+    except OverflowError:  # a date or time beyond Python's years 1 to 9999
+        raise ValueError(
+            f"a {t} literal ({scalar.value} since the epoch) is beyond the range of dates a "
+            "filter can hold (years 1 to 9999)"
+        ) from None
 
 
 def arrow_type_to_sql(t: Any) -> str:
@@ -312,4 +319,5 @@ def from_pyarrow(expr: Any) -> Expr:
 
     if not isinstance(expr, pc.Expression):
         raise TypeError(f"expected a pyarrow.compute.Expression, got {type(expr).__name__}")
-    return terms.as_bool(_predicate(_pa_tree(expr), positive=True))
+    with translation_room("pyarrow"):
+        return terms.as_bool(_predicate(_pa_tree(expr), positive=True))

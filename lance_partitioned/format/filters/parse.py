@@ -6,8 +6,6 @@ the normal form described in ``expressions.py``; :mod:`.render` writes it back.
 
 Parsing rules worth knowing:
 
-Parsing rules worth knowing:
-
 * Keywords are case-insensitive. Unquoted identifiers are kept **verbatim**
   (no lower-casing, as Lance resolves ``CamelCase`` to the column
   ``CamelCase``). Double-quoted and backtick-quoted identifiers may contain
@@ -25,8 +23,11 @@ Parsing rules worth knowing:
   (an aware datetime, the form instants render in).
 * Predicates the AST cannot express (function calls, arithmetic,
   column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
-  ``IS DISTINCT FROM``, ...) become ``Opaque`` carrying the source text of the
-  whole predicate. Column references inside it are re-spelled with
+  ``IS DISTINCT FROM`` between two columns, ...) become ``Opaque`` carrying the
+  source text of the whole predicate. Column references inside it are re-spelled
+  with backticks.
+* ``x IS [NOT] DISTINCT FROM <literal>`` becomes the comparison and NULL test it
+  means (``expressions.distinct_from``), so its literal follows the rules of ``=``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ from lance_partitioned.format.expressions import (
     Literal,
     Not,
     Or,
+    distinct_from,
+    merge_equalities,
 )
+from lance_partitioned.format.filters.depth import FRAMES_PER_LEVEL, MAX_NESTING, recursion_room
 from lance_partitioned.format.filters.parse_values import (
     CMP_TOKENS,
     OPAQUE_CMP_TOKENS,
@@ -57,6 +61,17 @@ from lance_partitioned.format.filters.tokens import FilterParseError, Token
 
 class _Parser(ValueParser):
     """The boolean grammar: OR, AND, NOT and predicates over value operands."""
+
+    depth = -1  # parentheses (and calls, CAST, CASE) around the expression being read
+
+    def max_paren_depth(self) -> int:
+        """The deepest nesting of parentheses in the text (its tokens)."""
+        depth = deepest = 0
+        for tok in self.toks:
+            if tok.kind == "op" and tok.value in ("(", ")"):
+                depth += 1 if tok.value == "(" else -1
+                deepest = max(deepest, depth)
+        return deepest
 
     # -- grammar -----------------------------------------------------------------------
     def parse(self) -> Expr:
@@ -71,36 +86,57 @@ class _Parser(ValueParser):
         return self.as_bool(result)
 
     def or_level(self) -> SubExpression:
-        return self._chain("OR", self.and_level, Or)
+        # every nested expression (parentheses, function arguments, CAST, CASE) comes here
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(
+                    f"the filter nests expressions more than {MAX_NESTING} levels deep "
+                    "(parentheses, function calls, CAST and CASE each add a level)"
+                )
+            return self._chain("OR", self.and_level, Or)
+        finally:
+            self.depth -= 1
 
     def and_level(self) -> SubExpression:
         return self._chain("AND", self.not_level, And)
 
     def _chain(self, keyword: str, operand: Any, node: Any) -> SubExpression:
-        """``operand (keyword operand)*``, left-associative, as one boolean operand."""
-        left = operand()
+        """``operand (keyword operand)*`` as one boolean operand.
+
+        A loop, so a chain of any length needs no recursion. The operands, with
+        those of a parenthesized chain of the same operator (``(a OR b) OR c``),
+        are kept flat as ``chain``, to be joined into one balanced tree."""
+        first = operand()
+        if not self.at_kw(keyword):
+            return first
+        operands = [first]
         while self.at_kw(keyword):
             self.advance()
             self.require_operand(keyword)
-            right = operand()
-            left = SubExpression(
-                "bool",
-                left.start,
-                right.end,
-                merge_columns(left.columns, right.columns),
-                expr=node(self.as_bool(left), self.as_bool(right)),
-            )
-        return left
+            operands.append(operand())
+        items: list[Expr] = []
+        for op in operands:
+            if op.chain is not None and op.chain[0] is node:
+                items.extend(op.chain[1])
+            else:
+                items.append(self.as_bool(op))
+        if node is Or:
+            items = merge_equalities(items)
+        columns = merge_columns(*(op.columns for op in operands))
+        return SubExpression("bool", first.start, operands[-1].end, columns, chain=(node, items))
 
     def not_level(self) -> SubExpression:
-        if self.at_kw("NOT"):
-            tok = self.advance()
+        nots: list[Token] = []  # a loop: ``NOT NOT … x`` needs no recursion
+        while self.at_kw("NOT"):
+            nots.append(self.advance())
             self.require_operand("NOT")
-            child = self.not_level()
-            return SubExpression(
-                "bool", tok.start, child.end, child.columns, expr=Not(self.as_bool(child))
+        out = self.predicate()
+        for tok in reversed(nots):
+            out = SubExpression(
+                "bool", tok.start, out.end, out.columns, expr=Not(self.as_bool(out))
             )
-        return self.predicate()
+        return out
 
     def predicate(self) -> SubExpression:
         left = self.value_expr()
@@ -165,10 +201,23 @@ class _Parser(ValueParser):
             self.expect_kw("FROM", "after IS [NOT] DISTINCT")
             self.require_operand("IS DISTINCT FROM")
             right = self.value_expr()
-            return self.opaque(left.start, right.end, merge_columns(left.columns, right.columns))
+            return self.distinct_predicate(left, right, not negated)
         raise self.error(
             f"expected NULL, TRUE, FALSE, UNKNOWN or DISTINCT FROM after IS, found {self.describe(tok)}"
         )
+
+    def distinct_predicate(
+        self, left: SubExpression, right: SubExpression, distinct: bool
+    ) -> SubExpression:
+        """``left IS [NOT] DISTINCT FROM right``: a column against a literal is desugared
+        (``distinct_from``); anything else stays Opaque."""
+        columns = merge_columns(left.columns, right.columns)
+        kinds = (left.kind, right.kind)
+        if kinds in (("ref", "lit"), ("lit", "ref")):
+            ref, lit = (left, right) if kinds == ("ref", "lit") else (right, left)
+            expr = distinct_from(ref.ref, lit.value, distinct)  # type: ignore[arg-type]
+            return SubExpression("bool", left.start, right.end, columns, expr=expr)
+        return self.opaque(left.start, right.end, columns)
 
     def in_predicate(self, left: SubExpression, negated: bool) -> SubExpression:
         lp = self.expect_op("(", "after IN")
@@ -248,8 +297,14 @@ class _Parser(ValueParser):
 def parse_filter(text: str) -> Expr:
     """Parse a SQL ``WHERE``-clause predicate into the filter AST.
 
-    Raises FilterParseError (a ValueError) with the position of the problem.
+    Chains of AND or OR of any length are read in a loop and built as balanced
+    trees; expressions may nest up to ``MAX_NESTING`` levels. Raises
+    FilterParseError (a ValueError) with the position of the problem, also for a
+    filter nested deeper than that.
     """
     if not isinstance(text, str):
         raise TypeError(f"filter must be a str, got {type(text).__name__}")
-    return _Parser(text).parse()
+    parser = _Parser(text)
+    # each level is a recursive descent through the grammar: room for as many as the text has
+    with recursion_room(FRAMES_PER_LEVEL * min(parser.max_paren_depth(), MAX_NESTING)):
+        return parser.parse()

@@ -17,7 +17,7 @@ import decimal
 from dataclasses import dataclass
 from typing import Any
 
-from lance_partitioned.format.expressions import Compare, Expr, Literal, Opaque, Ref
+from lance_partitioned.format.expressions import Compare, Expr, Literal, Opaque, Ref, balanced
 from lance_partitioned.format.filters.literal_text import (
     NOT_CASTABLE,
     TYPE_SUFFIX_WORDS,
@@ -58,7 +58,12 @@ _MULTIPLICATIVE_OPS = {"*", "/", "%"}
 @dataclass
 class SubExpression:
     """A parsed sub-expression: a column ('ref'), a literal ('lit'), a boolean
-    expression already in AST form ('bool') or anything else ('value')."""
+    expression already in AST form ('bool') or anything else ('value').
+
+    An AND or OR chain keeps its operands as ``chain`` (the node class and the
+    list) and builds ``expr`` only when used (``ValueParser.as_bool``): a chain in
+    parentheses inside a chain of the same operator, ``(a OR b) OR c``, joins it,
+    so nested chains also make one balanced tree."""
 
     kind: str
     start: int
@@ -67,6 +72,7 @@ class SubExpression:
     ref: Ref | None = None
     value: Any = None
     expr: Expr | None = None
+    chain: tuple[type, list[Expr]] | None = None
 
 
 def merge_columns(*groups: tuple[str, ...]) -> tuple[str, ...]:
@@ -147,6 +153,8 @@ class ValueParser:
         return SubExpression("bool", start, end, columns, expr=expr)
 
     def as_bool(self, op: SubExpression) -> Expr:
+        if op.chain is not None and op.expr is None:
+            op.expr = balanced(*op.chain)
         if op.kind == "bool":
             assert op.expr is not None
             return op.expr
@@ -193,19 +201,22 @@ class ValueParser:
         return left
 
     def unary(self) -> SubExpression:
-        if self.at_op("-", "+"):
-            tok = self.advance()
-            self.require_operand(repr(tok.value))
-            operand = self.unary()
+        signs: list[Token] = []  # a loop, not recursion: ``- - - … 1`` has no depth limit
+        while self.at_op("-", "+"):
+            signs.append(self.advance())
+            self.require_operand(repr(signs[-1].value))
+        operand = self.postfix()
+        for tok in reversed(signs):
             if (
                 operand.kind == "lit"
                 and isinstance(operand.value, (int, float, decimal.Decimal))
                 and not isinstance(operand.value, bool)
             ):
                 value = -operand.value if tok.value == "-" else operand.value
-                return SubExpression("lit", tok.start, operand.end, value=value)
-            return SubExpression("value", tok.start, operand.end, operand.columns)
-        return self.postfix()
+                operand = SubExpression("lit", tok.start, operand.end, value=value)
+            else:
+                operand = SubExpression("value", tok.start, operand.end, operand.columns)
+        return operand
 
     def postfix(self) -> SubExpression:
         operand = self.primary()
@@ -342,6 +353,7 @@ class ValueParser:
             ref=inner.ref,
             value=inner.value,
             expr=expr,
+            chain=inner.chain,
         )
 
     def column_ref(self) -> SubExpression:

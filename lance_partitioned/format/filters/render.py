@@ -181,7 +181,10 @@ def literal_value(value: Any) -> Any:
 
 
 # Binding strength of what a node renders to: a child binding more loosely than its
-# place needs is parenthesised (OR inside AND, AND on the right of AND, ...).
+# place needs is parenthesised (OR inside AND, ...). AND and OR are associative, so
+# a chain renders flat on both sides (``a OR b OR c OR d``): the parser builds the
+# same balanced tree from it (``expressions.balanced``), and Lance reads a flat
+# chain of any length, where it refuses some 20 levels of nested parentheses.
 _PREC_OR, _PREC_AND, _PREC_NOT, _PREC_ATOM = 1, 2, 3, 4
 
 
@@ -199,10 +202,10 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         self.lance = lance
 
     def visit_or(self, node: Or, left: tuple, right: tuple) -> tuple[str, int]:
-        return f"{_at(left, _PREC_OR)} OR {_at(right, _PREC_AND)}", _PREC_OR
+        return f"{_at(left, _PREC_OR)} OR {_at(right, _PREC_OR)}", _PREC_OR
 
     def visit_and(self, node: And, left: tuple, right: tuple) -> tuple[str, int]:
-        return f"{_at(left, _PREC_AND)} AND {_at(right, _PREC_NOT)}", _PREC_AND
+        return f"{_at(left, _PREC_AND)} AND {_at(right, _PREC_AND)}", _PREC_AND
 
     def visit_not(self, node: Not, child: tuple) -> tuple[str, int]:
         # an Opaque child already renders in parentheses

@@ -29,6 +29,7 @@ from lance_partitioned.format.expressions import (
     Opaque,
     Or,
     Ref,
+    distinct_from,
 )
 from lance_partitioned.format.filters.literal_text import NOT_CASTABLE, cast_literal
 from lance_partitioned.format.filters.render import literal_value, quote_identifier, render_literal
@@ -134,6 +135,18 @@ def compare(op: str, left: Term, right: Term) -> Term:
     if left.kind == "lit" and right.kind == "ref":
         expr = Compare(FLIPPED_OP[op], right.ref, Literal(left.value))  # type: ignore[arg-type]
         return boolean(expr, sql, columns)
+    return opaque(sql, left, right)
+
+
+def distinct(left: Term, right: Term, negated: bool) -> Term:
+    """``left IS [NOT] DISTINCT FROM right`` (``negated``: ``IS NOT``); a column against
+    a literal is desugared as the parser does (``distinct_from``)."""
+    sql = f"{left.sql} IS {'NOT ' if negated else ''}DISTINCT FROM {right.sql}"
+    kinds = (left.kind, right.kind)
+    if kinds in (("ref", "lit"), ("lit", "ref")):
+        ref, lit = (left, right) if kinds == ("ref", "lit") else (right, left)
+        expr = distinct_from(ref.ref, lit.value, not negated)  # type: ignore[arg-type]
+        return boolean(expr, sql, merge_columns(left, right))
     return opaque(sql, left, right)
 
 

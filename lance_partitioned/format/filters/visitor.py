@@ -8,7 +8,8 @@ right)``) and never recurses itself. Built on it:
 
 - :class:`Rewriter`: a visitor that rebuilds the tree, for visitors that change
   only some leaves (``bind``);
-- :func:`conjuncts`, :func:`referenced_columns`, :func:`predicates`;
+- :func:`conjuncts`, :func:`referenced_columns`, :func:`predicates`,
+  :func:`nesting`;
 - :func:`to_nnf`, negation normal form;
 - elsewhere: rendering to Lance SQL (``render``), binding (``bind``), inclusive
   projection onto partition columns (``format.pruning.SpecProjector``), the
@@ -106,19 +107,37 @@ def _method(kind: type) -> str:
     return name
 
 
+_BRANCHES = frozenset({"visit_and", "visit_or", "visit_not"})
+
+
 def visit(expr: Expr, visitor: FilterVisitor[T]) -> T:
     """``visitor``'s answer for ``expr``: children first, then the node with their answers.
 
-    Raises TypeError for an object that is not a filter node (through
-    ``visit_leaf``, unless the visitor overrides it).
+    Left before right, as a recursive walk would go, but with a stack of its own:
+    a tree of any depth (a chain of NOTs, a foreign expression nested 10,000 deep)
+    is walked without Python recursion. Raises TypeError for an object that is
+    not a filter node (through ``visit_leaf``, unless the visitor overrides it).
     """
     name = _method(type(expr))
-    if name == "visit_and" or name == "visit_or":
-        left, right = visit(expr.left, visitor), visit(expr.right, visitor)
-        return getattr(visitor, name)(expr, left, right)
-    if name == "visit_not":
-        return visitor.visit_not(expr, visit(expr.child, visitor))
-    return getattr(visitor, name)(expr)
+    if name not in _BRANCHES:
+        return getattr(visitor, name)(expr)
+    answers: list = []
+    # (node, its method, whether its children's answers are on ``answers`` already)
+    todo: list[tuple[Expr, str, bool]] = [(expr, name, False)]
+    while todo:
+        node, name, ready = todo.pop()
+        if name not in _BRANCHES:
+            answers.append(getattr(visitor, name)(node))
+        elif ready and name == "visit_not":
+            answers.append(visitor.visit_not(node, answers.pop()))
+        elif ready:
+            right = answers.pop()
+            answers.append(getattr(visitor, name)(node, answers.pop(), right))
+        else:
+            todo.append((node, name, True))
+            children = (node.child,) if name == "visit_not" else (node.right, node.left)
+            todo.extend((c, _method(type(c)), False) for c in children)
+    return answers[0]
 
 
 class Rewriter(FilterVisitor[Expr]):
@@ -206,6 +225,31 @@ class _Columns(FilterVisitor[set[str]]):
 def referenced_columns(expr: Expr) -> set[str]:
     """Names of every column an expression reads."""
     return visit(expr, _Columns())
+
+
+class _Nesting(FilterVisitor[tuple[int, str]]):
+    """Each node's nesting and kind: a child of the node's own kind continues its
+    chain; any other child nests one level below it."""
+
+    def visit_and(self, node: Expr, left: tuple[int, str], right: tuple[int, str]) -> tuple:
+        kind = type(node).__name__
+        return max(d if k == kind else d + 1 for d, k in (left, right)), kind
+
+    visit_or = visit_and
+
+    def visit_not(self, node: Not, child: tuple[int, str]) -> tuple[int, str]:
+        return child[0] + 1, "Not"
+
+    def visit_leaf(self, node: Expr) -> tuple[int, str]:
+        return 0, ""
+
+
+def nesting(expr: Expr) -> int:
+    """How deep AND/OR alternations and NOTs nest in ``expr``: 0 for a predicate, 1 for
+    a chain of one operator of any length (``a OR b OR c``), 2 for ``a OR (b AND c)``
+    or ``NOT (a OR b)``. Rendered SQL needs about one level of parentheses (or of
+    operator precedence) for each, and Lance's SQL parser reads only some 30."""
+    return visit(expr, _Nesting())[0]
 
 
 class _NegationNormalForm(FilterVisitor[tuple[Expr, Expr]]):
