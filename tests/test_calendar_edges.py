@@ -184,3 +184,13 @@ def test_nanosecond_column_against_literals_beyond_its_range(tmp_path):
             inside = f"n IN ({text}, TIMESTAMP '2024-06-15 12:00:00{'Z' if t.tz else ''}')"
             assert ns.count(inside) == 1, inside
             assert ns.count(f"n NOT IN ({text})") == 3
+
+
+def test_identity_partition_beyond_year_9999_is_refused_clearly(tmp_path):
+    """An identity partition value must be a Python datetime: one beyond year 9999 is
+    refused naming the value, and nothing is written."""
+    ns = lp.create(str(tmp_path / "ns"), pa.schema([("t", pa.timestamp("s"))]), "t")
+    version = ns.version
+    with pytest.raises(lp.SchemaError, match="outside years 1-9999"):
+        ns.append(pa.table({"t": pa.array([300_000_000_000], pa.timestamp("s"))}))
+    assert lp.open(ns.root).version == version and lp.open(ns.root).count() == 0

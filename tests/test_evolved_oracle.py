@@ -301,3 +301,29 @@ def test_align_leaves_widens_every_lagging_leaf_in_one_commit(tmp_path):
         assert {f.name(): f.id() for f in leaf.lance_schema.fields()} == {"p": 0, "v": 1}
     assert ns.validate() == []
     assert ns.align_leaves().leaves_aligned == [] and ns.version == before + 1
+
+
+@settings(**SETTINGS)
+@given(
+    col=st.sampled_from(["i8", "i16r", "i32", "u32", "f32", "dec"]),
+    data=st.data(),
+    negated=st.booleans(),
+    outer=st.sampled_from(["alone", "not", "and", "or"]),
+)
+def test_is_distinct_from_over_an_evolved_namespace(evolved, col, data, negated, outer):
+    """IS [NOT] DISTINCT FROM follows the literal rule of ``=`` on lagging leaves too."""
+    ns, source = evolved
+    lit = data.draw(_lits(_source_schema().field(col).type))
+    same = pc.coalesce(pc.equal(pc.field(col), lit.scalar()), pa.scalar(False))
+    expr = ~same if negated else same
+    sql = f"{col} IS {'' if negated else 'NOT '}DISTINCT FROM {lit.sql}"
+    if outer in ("and", "or"):
+        other = data.draw(evolved_filters(_source_schema()))
+        sql = f"({sql}) {outer.upper()} ({to_sql(other)})"
+        from oracle_filters import to_pc
+
+        expr = (expr & to_pc(other)) if outer == "and" else (expr | to_pc(other))
+    elif outer == "not":
+        sql, expr = f"NOT ({sql})", ~expr
+    want = sorted(source.filter(expr)["id"].to_pylist())
+    assert sorted(ns.scan(sql, columns=["id"]).to_arrow()["id"].to_pylist()) == want, sql

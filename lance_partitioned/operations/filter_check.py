@@ -142,5 +142,5 @@ def _plan_with_lance(sql: str, schema: Schema) -> None:
     except Exception as exc:  # Lance raises OSError/ValueError for filters it cannot plan
         raise FilterError(
             f"filter {sql!r} cannot be evaluated on the namespace's columns: {lance_message(exc)}"
-        ) from None
+        ) from exc
     _planned.put(key, True)

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.errors import SchemaError
 from lance_partitioned.format import caches
 from lance_partitioned.format.spec import partition_key
 
@@ -171,4 +172,20 @@ def _without_views(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def _key_at(key_arrays: Sequence[pa.Array], row: int) -> tuple[Any, ...]:
-    return partition_key(arr[row].as_py() for arr in key_arrays)
+    try:
+        return partition_key(arr[row].as_py() for arr in key_arrays)
+    except OverflowError as exc:  # a date or timestamp beyond years 1-9999
+        value = next(arr[row] for arr in key_arrays if _overflows(arr[row]))
+        raise SchemaError(
+            f"partition value {value!r} ({value.type}) is outside years 1-9999, which "
+            "partition values (Python dates and datetimes, ISO text in __manifest) cannot "
+            "hold; partition that column by year/month/day instead of its identity"
+        ) from exc
+
+
+def _overflows(scalar: pa.Scalar) -> bool:
+    try:
+        scalar.as_py()
+    except OverflowError:
+        return True
+    return False
