@@ -242,6 +242,8 @@ LIKE_PATTERNS = [
 ]
 
 # dates around month ends, year ends and leap days
+# both ends of the calendar (issue 28 C7): data and literals at and next to them
+DATE_EDGES = [dt.date(1, 1, 1), dt.date(1, 1, 2), dt.date(9999, 12, 30), dt.date(9999, 12, 31)]
 DATE_ANCHORS = [
     dt.date(2023, 12, 31),
     dt.date(2024, 1, 1),
@@ -412,8 +414,11 @@ def _dec_sql(v: D) -> str:
 
 
 def _date_lits(t: pa.DataType) -> st.SearchStrategy[Lit]:
-    day = st.tuples(st.sampled_from(DATE_ANCHORS), st.integers(-1, 1)).map(
-        lambda p: p[0] + dt.timedelta(days=p[1])
+    day = st.one_of(
+        st.tuples(st.sampled_from(DATE_ANCHORS), st.integers(-1, 1)).map(
+            lambda p: p[0] + dt.timedelta(days=p[1])
+        ),
+        st.sampled_from(DATE_EDGES),
     )
     return st.one_of(
         day.map(lambda d: Lit(f"DATE '{d.isoformat()}'", d, t)),
@@ -576,7 +581,7 @@ def make_table(rows: int = 400, seed: int = 10) -> pa.Table:
     int32s = [*range(-12, 13), INT32_MIN, INT32_MAX]
     floats = [k / 4 for k in range(-44, 45)]
     cents = [*range(-1200, 1201, 7), -500, -499, -1, 0, 1, 499, 500, 501, 999, 1000]
-    dates = [a + dt.timedelta(days=k) for a in DATE_ANCHORS for k in (-1, 0, 1)]
+    dates = [a + dt.timedelta(days=k) for a in DATE_ANCHORS for k in (-1, 0, 1)] + DATE_EDGES
     cols: dict[str, pa.Array] = {
         "id": pa.array(range(rows), pa.int64()),
         "i": pa.array(column(ints), pa.int64()),
