@@ -206,11 +206,5 @@ def test_one_conflict_test_and_one_retry_policy():
     assert "catalog/retry.py" in _sources_containing("COMMIT_RETRY = RetryPolicy(")
     users = set(_sources_containing("COMMIT_RETRY.tries()"))
     # the transaction driver retries every __manifest commit of a transaction over
-    # leaves (writes, compaction, index builds); delete and restage re-plan under it too
-    assert {
-        "operations/transaction.py",
-        "operations/delete.py",
-        "operations/restage.py",
-        "operations/staging.py",
-        "catalog/repair.py",
-    } <= users
+    # leaves and re-plans (transaction.replanned) delete and restage under it too
+    assert {"operations/transaction.py", "operations/staging.py", "catalog/repair.py"} <= users

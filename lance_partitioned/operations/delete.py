@@ -16,19 +16,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from lance_partitioned.catalog.manifest import Manifest, lock_rows, republish_rows
-from lance_partitioned.catalog.retry import COMMIT_RETRY
+from lance_partitioned.catalog.manifest import Manifest, lock_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import CommitConflictError, FilterError
+from lance_partitioned.errors import FilterError
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import referenced_columns
-from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import DeleteRows
-from lance_partitioned.operations.leases import Lease, LeaseLostError
+from lance_partitioned.operations.leases import Lease
 from lance_partitioned.operations.scan import Scan
 from lance_partitioned.operations.scan_filter import FilterLike
 from lance_partitioned.operations.staging import StagedLeaf
-from lance_partitioned.operations.transaction import LeafTransaction, pause_point
+from lance_partitioned.operations.transaction import LeafTransaction, pause_point, replanned
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +75,9 @@ def delete_rows(manifest: Manifest, filter: FilterLike) -> DeleteResult:
     retryable CommitConflictError.
     """
     require_filter(filter)
-    last: CommitConflictError | None = None
-    with leases.hold(manifest, "delete") as lease:
-        for _attempt in COMMIT_RETRY.tries():
-            snapshot = Snapshot.load(manifest, for_write=True)
-            try:
-                return _delete_once(manifest, snapshot, filter, lease)
-            except CommitConflictError as exc:
-                if not getattr(exc, "retryable", True) or isinstance(exc, LeaseLostError):
-                    raise
-                last = exc
-                log.info("delete conflicted with a concurrent commit; re-planning: %s", exc)
-    assert last is not None
-    raise last
+    return replanned(
+        manifest, "delete", lambda snapshot, lease: _delete_once(manifest, snapshot, filter, lease)
+    )
 
 
 def _delete_once(
@@ -112,17 +100,6 @@ def _delete_once(
         if not versions:
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
-        published = tx.publish(
-            lambda base: (
-                republish_rows(
-                    base.dataset,
-                    versions,
-                    lock_rows(snapshot.specs),
-                    tx.branches(versions),
-                    tx.staged.num_rows(versions),
-                ),
-                (),
-            )
-        )
+        published = tx.publish(lambda base: tx.republished(base, lock_rows(snapshot.specs)))
     deleted = sum(changes[oid].deleted for oid in versions)
     return DeleteResult(published, deleted, len(versions))

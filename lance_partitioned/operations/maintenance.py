@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import history, manifest_index, storage
 from lance_partitioned.catalog.layout import join_uri
-from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import is_commit_conflict
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import (
@@ -402,11 +402,8 @@ def _compact(
             change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
             return stage_leaf(uri, published_version(uri, leaf, opts), change, tx.staged.txn, opts)
 
-        def rows(base: Snapshot) -> tuple[pa.Table, tuple[()]] | None:
-            versions = tx.versions()
-            if not versions:
-                return None
-            return republish_rows(base.dataset, versions, counts=tx.staged.num_rows(versions)), ()
+        def rows(base: Snapshot) -> tuple[pa.Table | None, tuple[()]] | None:
+            return tx.republished(base) if tx.versions() else None  # None: all skipped
 
         def skip_changed(_: Exception) -> Snapshot:
             """A concurrent writer changed some leaves: leave those out and try again."""

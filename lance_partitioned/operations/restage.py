@@ -14,15 +14,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lance_partitioned.catalog.manifest import Manifest, republish_rows
-from lance_partitioned.catalog.retry import COMMIT_RETRY
+from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.leases import LeaseLostError
 from lance_partitioned.operations.staging import StagedLeaf
-from lance_partitioned.operations.transaction import LeafTransaction, pause_point
+from lance_partitioned.operations.transaction import LeafTransaction, pause_point, replanned
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +50,11 @@ def restage(
 
         restage(manifest, "align leaves", lambda snap, leaf: AlignLeaf(snap.schema, leaf.object_id))
     """
-    last: CommitConflictError | None = None
-    with leases.hold(manifest, what) as lease:
-        for _attempt in COMMIT_RETRY.tries():
-            snapshot = Snapshot.load(manifest, for_write=True)
-            try:
-                return _restage_once(manifest, snapshot, change_for, leaves_of(snapshot), lease)
-            except CommitConflictError as exc:
-                if not getattr(exc, "retryable", True) or isinstance(exc, LeaseLostError):
-                    raise
-                last = exc
-                log.info("%s conflicted with a concurrent commit; re-planning: %s", what, exc)
-    assert last is not None
-    raise last
+    return replanned(
+        manifest,
+        what,
+        lambda snap, lease: _restage_once(manifest, snap, change_for, leaves_of(snap), lease),
+    )
 
 
 def _restage_once(
@@ -88,16 +77,6 @@ def _restage_once(
         if not versions:
             return Restaged(snapshot.version)
         pause_point("leaves_staged")
-        published = tx.publish(
-            lambda base: (
-                republish_rows(
-                    base.dataset,
-                    versions,
-                    branches=tx.branches(versions),
-                    counts=tx.staged.num_rows(versions),
-                ),
-                (),
-            )
-        )
+        published = tx.publish(tx.republished)
     assert published is not None
     return Restaged(published, {oid: changes[oid] for oid in versions})

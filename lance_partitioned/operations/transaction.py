@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import storage
 from lance_partitioned.catalog.leaf_open import resolve_leaf
-from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
@@ -204,7 +204,7 @@ class LeafTransaction:
 
         with LeafTransaction(manifest, snapshot, "delete") as tx:
             tx.stage(leaves, lambda leaf: tx.stage_change(leaf, DeleteRows(predicate)))
-            version = tx.publish(lambda base: (republish_rows(base, tx.versions()), ()))
+            version = tx.publish(tx.republished)
     """
 
     def __init__(
@@ -273,6 +273,15 @@ class LeafTransaction:
         """The branch each named leaf was staged on (None: main)."""
         return {oid: self.staged.leaves[oid].branch for oid in object_ids}
 
+    def republished(self, base: Base, extra: Sequence[dict[str, Any]] = ()) -> Rows:
+        """The rows that publish every changed leaf (its staged version, branch and row
+        count) on ``base``, plus ``extra`` rows: what a transaction that changes leaves
+        and creates none hands ``publish``."""
+        versions = self.versions()
+        dataset = base.dataset if isinstance(base, Snapshot) else base
+        counts = self.staged.num_rows(versions)
+        return republish_rows(dataset, versions, extra, self.branches(versions), counts), ()
+
     # -- publishing ---------------------------------------------------------
     def publish(
         self,
@@ -317,3 +326,27 @@ class LeafTransaction:
             return
         part = {oid: self.staged.leaves.pop(oid) for oid in list(object_ids)}
         StagedSet(self.staged.txn, self.staged.storage_options, part).rollback()
+
+
+def replanned(
+    manifest: Manifest,
+    what: str,
+    once: Callable[[Snapshot, leases.Lease | None], Any],
+) -> Any:
+    """``once(snapshot, lease)`` under one lease, planned again on the latest ``__manifest``
+    version after each retryable conflict (``COMMIT_RETRY`` tries); the last conflict
+    is raised. For operations that must re-read what they change (delete, align):
+    a rebase of their rows alone would not do."""
+    last: CommitConflictError | None = None
+    with leases.hold(manifest, what) as lease:
+        for _attempt in COMMIT_RETRY.tries():
+            snapshot = Snapshot.load(manifest, for_write=True)
+            try:
+                return once(snapshot, lease)
+            except CommitConflictError as exc:
+                if not getattr(exc, "retryable", True) or isinstance(exc, leases.LeaseLostError):
+                    raise
+                last = exc
+                log.info("%s conflicted with a concurrent commit; re-planning: %s", what, exc)
+    assert last is not None
+    raise last

@@ -28,7 +28,7 @@ from typing import Any
 
 import lance
 
-from lance_partitioned.catalog.manifest import Manifest, republish_rows
+from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.operations import leases
 from lance_partitioned.operations.leaf_changes import LeafChange
@@ -237,15 +237,7 @@ def _publish(
         if not versions:
             return None, []
         pause_point("leaves_staged")
-        published = tx.publish(
-            lambda on: (
-                republish_rows(
-                    on, versions, (), tx.branches(versions), tx.staged.num_rows(versions)
-                ),
-                (),
-            ),
-            base=base,
-        )
+        published = tx.publish(tx.republished, base=base)
     return published, sorted(versions)
 
 
