@@ -48,8 +48,8 @@ from lance_partitioned.namespace import (
     repair,
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
-from lance_partitioned.operations.delete import DeleteResult
-from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.write.delete import DeleteResult
 from lance_partitioned.seed003 import Seed003Namespace
 
 __version__ = "0.1.0"

@@ -32,9 +32,9 @@ from lance_partitioned.errors import (
 )
 from lance_partitioned.namespace import PartitionedNamespace
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.publish import WriteMode
 from lance_partitioned.operations.seed003_read import Seed003Scan, Seed003Snapshot
-from lance_partitioned.operations.write import WriteJob, check_write_sizes
+from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
+from lance_partitioned.operations.write.publish import WriteMode
 
 STAGING_MARK = ".lp-convert-"
 

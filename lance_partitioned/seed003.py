@@ -19,8 +19,8 @@ from lance_partitioned.catalog import seed003
 from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.scan import ScanTask
-from lance_partitioned.operations.scan_filter import FilterLike
+from lance_partitioned.operations.read.scan import ScanTask
+from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.seed003_read import Seed003Scan, Seed003Snapshot
 
 

@@ -83,7 +83,7 @@ def _sources_containing(text: str) -> list[str]:
 # own directory, Spark's scan log and hook files, the join's local spill directory, the
 # package's own source location, and the JDK and build cache of the Spark extension.
 _LOCAL_ONLY = {
-    "operations/transaction.py",
+    "operations/txn/driver.py",
     "format/time_ranges.py",
     "operations/join/execution.py",
     "spark/datasource.py",
@@ -136,8 +136,8 @@ def test_input_type_aliases_are_real_unions():
 
     from lance_partitioned.format.expressions import Expr
     from lance_partitioned.namespace import SchemaLike, SpecLike
-    from lance_partitioned.operations.input import DataLike
-    from lance_partitioned.operations.scan_filter import FilterLike
+    from lance_partitioned.operations.read.scan_filter import FilterLike
+    from lance_partitioned.operations.write.input import DataLike
 
     def members(alias) -> set:
         args = typing.get_args(alias)
@@ -177,9 +177,9 @@ def test_and_or_not_are_dispatched_only_by_the_filter_visitor():
 def test_every_commit_is_made_by_the_manifest_or_by_leaf_staging():
     """Lance's calls that commit a dataset version appear in two modules only:
     ``catalog/manifest.py`` for ``__manifest`` (rows, metadata, repair, create) and
-    ``operations/staging.py`` for leaves. So the compare-and-swap rules and the
+    ``operations/txn/staging.py`` for leaves. So the compare-and-swap rules and the
     conflict handling of each are written once."""
-    homes = {"catalog/manifest.py", "operations/staging.py"}
+    homes = {"catalog/manifest.py", "operations/txn/staging.py"}
     for call in ("LanceDataset.commit(", "update_metadata(", "deep_clone("):
         found = set(_sources_containing(call))
         assert found <= homes, f"{call} outside {sorted(homes)}: {sorted(found - homes)}"
@@ -208,9 +208,9 @@ def test_one_conflict_test_and_one_retry_policy():
     # the transaction driver retries every __manifest commit of a transaction over
     # leaves (writes, compaction, index builds); delete and restage re-plan under it too
     assert {
-        "operations/transaction.py",
-        "operations/delete.py",
-        "operations/restage.py",
-        "operations/staging.py",
+        "operations/txn/driver.py",
+        "operations/write/delete.py",
+        "operations/txn/restage.py",
+        "operations/txn/staging.py",
         "catalog/repair.py",
     } <= users

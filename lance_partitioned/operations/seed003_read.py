@@ -29,7 +29,7 @@ from lance_partitioned.errors import SchemaError, lance_boundaries
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.scan import Scan, _threads
+from lance_partitioned.operations.read.scan import Scan, _threads
 
 
 @dataclass

@@ -26,7 +26,7 @@ from lance_partitioned.format import hashing
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.read.scan import Scan
 
 if TYPE_CHECKING:
     from lance_partitioned.operations.join.planning import JoinPlan

@@ -48,8 +48,8 @@ from lance_partitioned.operations.join.sides import (
     splits_over_left,
     splits_over_right,
 )
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import parse_any_filter
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import parse_any_filter
 
 DEFAULT_MAX_GROUP_ROWS = 4_000_000
 _MAX_SUB_PARTITIONS = 1024

@@ -22,7 +22,7 @@ from lance_partitioned.format.filters.parse import parse_filter
 from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.format.filters.tokens import FilterParseError
 from lance_partitioned.format.pruning import partition_predicates
-from lance_partitioned.operations.filter_check import check_filter
+from lance_partitioned.operations.read.filter_check import check_filter
 
 # Union[] rather than ``|``: the DataFusion member is a forward reference, since
 # DataFusion is imported lazily, only when a filter needs it.

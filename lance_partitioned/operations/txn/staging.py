@@ -39,9 +39,9 @@ from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.retry import COMMIT_RETRY, is_commit_conflict
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
-from lance_partitioned.operations.field_ids import IdLayout
-from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.staged_check import fragment_files, operation_files
+from lance_partitioned.operations.leaf.field_ids import IdLayout
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
+from lance_partitioned.operations.txn.staged_check import fragment_files, operation_files
 
 log = logging.getLogger(__name__)
 

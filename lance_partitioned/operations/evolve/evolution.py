@@ -19,8 +19,8 @@ from lance_partitioned.errors import CommitConflictError, SchemaError
 from lance_partitioned.format.schema import LAST_FIELD_ID_KEY, Schema, recorded_last_field_id
 from lance_partitioned.format.spec import PartitionSpec, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
-from lance_partitioned.operations.field_ids import lance_field_ids
-from lance_partitioned.operations.leaf_schema import LEAF_FIELD_ID_KEY
+from lance_partitioned.operations.leaf.field_ids import lance_field_ids
+from lance_partitioned.operations.leaf.leaf_schema import LEAF_FIELD_ID_KEY
 
 
 def schema_metadata(schema: Schema) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import cast_group
-from lance_partitioned.operations.split import write_memory_pool
+from lance_partitioned.operations.write.split import write_memory_pool
 
 if TYPE_CHECKING:
     import pandas  # optional at run time: only the "spark" and "dev" extras install it

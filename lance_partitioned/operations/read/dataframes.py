@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import duckdb
     import polars
 
-    from lance_partitioned.operations.scan import Scan
+    from lance_partitioned.operations.read.scan import Scan
 
 
 def _require(module: str) -> Any:

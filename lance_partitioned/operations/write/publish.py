@@ -2,7 +2,7 @@
 
 The protocol (``docs/TRANSACTIONS.md``): stage every touched leaf as a private
 Lance version built on the leaf's *published* content (never on another
-writer's unpublished version; ``operations.staging``), then publish them all
+writer's unpublished version; ``operations.txn.staging``), then publish them all
 with one compare-and-swap commit on ``__manifest`` that sets ``read_version``
 of every touched leaf. That commit is the only decision point: before it
 readers see nothing of the write, after it everything. A conflicting commit
@@ -26,19 +26,19 @@ from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
-from lance_partitioned.operations.abandon import abort_write
-from lance_partitioned.operations.field_ids import IdLayout
-from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
-from lance_partitioned.operations.leaf_schema import namespace_layout
-from lance_partitioned.operations.leases import Lease
-from lance_partitioned.operations.partition_writer import LeafWrite, WrittenFiles
-from lance_partitioned.operations.staging import (
+from lance_partitioned.operations.leaf.field_ids import IdLayout
+from lance_partitioned.operations.leaf.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
+from lance_partitioned.operations.leaf.leaf_schema import namespace_layout
+from lance_partitioned.operations.txn.driver import LeafTransaction, StagedSet, pause_point
+from lance_partitioned.operations.txn.leases import Lease
+from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
     stage_leaf,
     stage_new_leaf,
     txn_versions,
 )
-from lance_partitioned.operations.transaction import LeafTransaction, StagedSet, pause_point
+from lance_partitioned.operations.write.abandon import abort_write
+from lance_partitioned.operations.write.partition_writer import LeafWrite, WrittenFiles
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ def commit_write(
     CommitConflictError.
 
     ``lease`` is the lease the caller took before writing the files
-    (``operations.leases``); without one, a lease is taken here, which protects
+    (``operations.txn.leases``); without one, a lease is taken here, which protects
     the staged versions but not files written before the call. Right before
     publishing, every staged version and file must still exist and the lease
     must hold, else nothing is published (StagedFilesMissingError, LeaseLostError).

@@ -21,8 +21,8 @@ from lance.schema import LanceSchema
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema, is_lossless_widening
-from lance_partitioned.operations.field_ids import TOMBSTONE, IdLayout
-from lance_partitioned.operations.leaf_schema import (
+from lance_partitioned.operations.leaf.field_ids import TOMBSTONE, IdLayout
+from lance_partitioned.operations.leaf.leaf_schema import (
     lacks_nothing,
     leaf_columns_target,
     leaf_layout,

@@ -14,13 +14,13 @@ import lance
 from lance.fragment import FragmentMetadata
 
 from lance_partitioned.format.filters.evaluate import filter_batch
-from lance_partitioned.operations.leaf_evolution import (
+from lance_partitioned.operations.leaf.leaf_evolution import (
     aligned_layout,
     evolution_for,
     next_evolution,
     schema_for,
 )
-from lance_partitioned.operations.leaf_schema import ReadMapping
+from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
 
 
 class LeafChange:

@@ -4,7 +4,7 @@
 computes partition keys vectorised, splits batches, buffers rows per
 partition within a memory budget and writes Lance data files *without
 committing anything*. It returns ``WrittenFiles``: per leaf, the fragments it
-wrote, mergeable across writers. ``operations.publish`` makes them visible;
+wrote, mergeable across writers. ``operations.write.publish`` makes them visible;
 ``abort_write`` reclaims them when the write will not be published.
 
 New partitions get their namespace names and table directory from a keyed
@@ -33,19 +33,19 @@ from lance_partitioned.catalog.leaf_open import branch_uri, resolve_leaf
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import PartitionedNamespaceError, SpecError
 from lance_partitioned.format.spec import PartitionSpec, partition_key
-from lance_partitioned.operations import resident
-from lance_partitioned.operations.input import InputConformer, coalesce_batches
-from lance_partitioned.operations.leaf_schema import WriteMapping, namespace_layout
-from lance_partitioned.operations.parallel import for_each
-from lance_partitioned.operations.split import (
+from lance_partitioned.operations.leaf.leaf_schema import WriteMapping, namespace_layout
+from lance_partitioned.operations.txn.driver import new_txn_id
+from lance_partitioned.operations.txn.parallel import for_each
+from lance_partitioned.operations.txn.staged_check import fragment_files
+from lance_partitioned.operations.txn.staging import create_leaf
+from lance_partitioned.operations.write import resident
+from lance_partitioned.operations.write.input import InputConformer, coalesce_batches
+from lance_partitioned.operations.write.split import (
     chunk_memory_pool,
     partition_ranges,
     write_memory_pool,
 )
-from lance_partitioned.operations.staged_check import fragment_files
-from lance_partitioned.operations.staging import create_leaf
-from lance_partitioned.operations.transaction import new_txn_id
-from lance_partitioned.operations.write_buffers import (
+from lance_partitioned.operations.write.write_buffers import (
     Key,
     PartitionBuffers,
     Piece,

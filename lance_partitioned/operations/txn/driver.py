@@ -1,13 +1,13 @@
 """The one transaction driver: how every namespace transaction over leaves commits.
 
 A namespace transaction (``docs/TRANSACTIONS.md``) stages every leaf it
-touches (``operations.staging``) and publishes them all with one
+touches (``operations.txn.staging``) and publishes them all with one
 compare-and-swap commit on ``__manifest``. ``LeafTransaction`` is the only
 code that spells that protocol; writes, deletes, compaction, realignment,
 alignment and index builds each supply only what differs (which leaves, the
 change per leaf, the rows to publish, how to rebase after a conflict):
 
-1. a **lease** (``operations.leases``) for the whole transaction, so that
+1. a **lease** (``operations.txn.leases``) for the whole transaction, so that
    ``vacuum`` keeps what it stages;
 2. **staging** of every leaf, in parallel (``stage``/``stage_change``);
 3. the **check before publishing**: every staged version and file still
@@ -41,11 +41,11 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.parallel import for_each
-from lance_partitioned.operations.staged_check import check_staged_all
-from lance_partitioned.operations.staging import StagedLeaf, stage_leaf, unstage_leaf
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.parallel import for_each
+from lance_partitioned.operations.txn.staged_check import check_staged_all
+from lance_partitioned.operations.txn.staging import StagedLeaf, stage_leaf, unstage_leaf
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def run_parallel(
 class StagedSet:
     """Every leaf a transaction staged, by object id; what rollback undoes.
 
-    ``lease`` (``operations.leases``) is the transaction's lease, checked with
+    ``lease`` (``operations.txn.leases``) is the transaction's lease, checked with
     the staged files right before publishing.
     """
 

@@ -6,10 +6,10 @@ is planned against one snapshot and one job secret; it has two phases that
 may run in different processes (Spark tasks and the driver):
 
 1. ``write`` (once, or in every Spark task): a ``PartitionWriter``
-   (``operations.partition_writer``) splits the rows by partition and writes
+   (``operations.write.partition_writer``) splits the rows by partition and writes
    Lance data files, committing nothing. If it fails, its files are reclaimed
    before the error propagates.
-2. ``commit`` (once): ``operations.publish`` stages every touched leaf and
+2. ``commit`` (once): ``operations.write.publish`` stages every touched leaf and
    publishes the whole write with one ``__manifest`` commit; until then
    readers see nothing of it (``docs/TRANSACTIONS.md``). A write that wrote
    nothing publishes nothing, unless it removes partitions (the empty-write
@@ -27,15 +27,15 @@ from typing import Any
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import positive_int
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.abandon import abort_write, discard_task_files
-from lance_partitioned.operations.leases import Lease
-from lance_partitioned.operations.partition_writer import (
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.leases import Lease
+from lance_partitioned.operations.write.abandon import abort_write, discard_task_files
+from lance_partitioned.operations.write.partition_writer import (
     PartitionWriter,
     WrittenFiles,
     new_job_secret,
 )
-from lance_partitioned.operations.publish import WriteMode, commit_write
+from lance_partitioned.operations.write.publish import WriteMode, commit_write
 
 # the options of a write that are sizes, each a positive integer
 SIZE_OPTIONS = ("max_buffer_bytes", "max_rows_per_file")
@@ -90,7 +90,7 @@ class WriteJob:
     ) -> Iterator[WriteJob]:
         """``with WriteJob.begin(manifest, mode) as job:`` a job on the latest snapshot.
 
-        The lease (``operations.leases``, named ``purpose`` or the mode) is
+        The lease (``operations.txn.leases``, named ``purpose`` or the mode) is
         taken before the snapshot is loaded and held until the block ends, so
         vacuum and cleanup keep off the job's files until they are published.
         """

@@ -30,7 +30,7 @@ from lance_partitioned.format.filters.render import to_sql
 from lance_partitioned.format.filters.visitor import FilterVisitor, predicates, visit
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.types import is_bytes, is_text
-from lance_partitioned.operations.field_ids import without_field_id_metadata
+from lance_partitioned.operations.leaf.field_ids import without_field_id_metadata
 
 
 def check_filter(expr: Expr, schema: Schema) -> None:

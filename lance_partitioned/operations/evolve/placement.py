@@ -39,7 +39,7 @@ def zoned_time_fields(spec: PartitionSpec, snapshot: Snapshot) -> list[Partition
 def misplaced_leaves(snapshot: Snapshot, leaves: Iterable[Leaf] | None = None) -> dict[str, str]:
     """``{object_id: problem}`` for leaves holding rows whose time-field values differ
     from the leaf's partition values (written under the pre-0.2 UTC rule)."""
-    from lance_partitioned.operations.scan import Scan
+    from lance_partitioned.operations.read.scan import Scan
 
     out: dict[str, str] = {}
     for leaf in snapshot.leaves() if leaves is None else leaves:

@@ -15,14 +15,14 @@ maps namespace columns to leaf columns **by field id**:
 
 A leaf column's **Lance field id** equals the namespace ``lance:field_id`` of the
 column (seed 000), whatever evolution came before: new leaves and columns a
-write adds to a leaf get exactly the namespace's ids (``operations.field_ids``).
+write adds to a leaf get exactly the namespace's ids (``operations.leaf.field_ids``).
 Leaf column *names* may lag behind a rename: columns are matched by id.
 
 Lance strips ``lance:``-prefixed field metadata from a dataset's schema, so a
 leaf also records namespace field ids under ``LEAF_FIELD_ID_KEY``. Leaves
 without it (written by other tools) are matched by their Lance ids. Leaves
 written before ids were aligned carry the key with Lance ids that differ
-(``check_leaf`` reports them; ``operations.realign`` fixes them).
+(``check_leaf`` reports them; ``operations.evolve.realign`` fixes them).
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from lance_partitioned.errors import SchemaError
 from lance_partitioned.format import caches
 from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import FIELD_ID_KEY, Schema, is_lossless_widening
-from lance_partitioned.operations.field_ids import (
+from lance_partitioned.operations.leaf.field_ids import (
     FieldIdLayoutError,
     IdLayout,
     lance_field_ids,
     namespace_field_ids,
     natural_field_ids,
 )
-from lance_partitioned.operations.input import check_lossless
+from lance_partitioned.operations.write.input import check_lossless
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
 

@@ -36,8 +36,8 @@ from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import conjuncts, referenced_columns, to_nnf
 from lance_partitioned.format.pruning import ResidualPlan
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
-from lance_partitioned.operations.scan_filter import FilterLike, prepare_filter
+from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
+from lance_partitioned.operations.read.scan_filter import FilterLike, prepare_filter
 
 
 def _threads() -> int:
@@ -479,7 +479,7 @@ class Scan:
         return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
 
     def to_duckdb(self, con: Any = None) -> Any:
-        """A DuckDB relation over this scan's rows (``operations.dataframes.to_duckdb``).
+        """A DuckDB relation over this scan's rows (``operations.read.dataframes.to_duckdb``).
 
         The scan's filter has pruned partitions and runs in each leaf; its columns
         are the only ones read. ``con`` is the DuckDB connection (default: DuckDB's
@@ -490,12 +490,12 @@ class Scan:
             ns.scan("l_shipdate >= '1994-01-01'").to_duckdb(con).create_view("li")
             con.sql("SELECT count(*) FROM li")
         """
-        from lance_partitioned.operations.dataframes import to_duckdb
+        from lance_partitioned.operations.read.dataframes import to_duckdb
 
         return to_duckdb(self, con)
 
     def to_polars(self, lazy: bool = True) -> Any:
-        """A Polars LazyFrame of this scan (``operations.dataframes.to_polars``), or a
+        """A Polars LazyFrame of this scan (``operations.read.dataframes.to_polars``), or a
         DataFrame with ``lazy=False``. Polars' projection pushdown narrows the
         columns read; the scan's filter is what prunes partitions.
 
@@ -503,7 +503,7 @@ class Scan:
 
             ns.scan("country = 'US'").to_polars().group_by("event_date").len().collect()
         """
-        from lance_partitioned.operations.dataframes import to_polars
+        from lance_partitioned.operations.read.dataframes import to_polars
 
         return to_polars(self, lazy)
 

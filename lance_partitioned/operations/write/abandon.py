@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.partition_writer import WrittenFiles
-from lance_partitioned.operations.transaction import remove_dir, remove_file
+from lance_partitioned.operations.txn.driver import remove_dir, remove_file
+from lance_partitioned.operations.write.partition_writer import WrittenFiles
 
 log = logging.getLogger(__name__)
 

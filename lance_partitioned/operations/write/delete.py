@@ -2,7 +2,7 @@
 
 Partitions are pruned through ``__manifest`` first; each remaining leaf gets a
 Lance ``Delete`` (deletion vectors) staged on its published version, and one
-``__manifest`` commit publishes them all (``operations.transaction``).
+``__manifest`` commit publishes them all (``operations.txn.driver``).
 
 A delete *reads* (it decides which rows match), so it must not be rebased over
 a concurrent change: its commit also rewrites the ``v<N>`` lock row of every
@@ -22,13 +22,13 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, FilterError
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.format.filters.visitor import referenced_columns
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.leaf_changes import DeleteRows
-from lance_partitioned.operations.leases import Lease, LeaseLostError
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.staging import StagedLeaf
-from lance_partitioned.operations.transaction import LeafTransaction, pause_point
+from lance_partitioned.operations.leaf.leaf_changes import DeleteRows
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import FilterLike
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
+from lance_partitioned.operations.txn.leases import Lease, LeaseLostError
+from lance_partitioned.operations.txn.staging import StagedLeaf
 
 log = logging.getLogger(__name__)
 

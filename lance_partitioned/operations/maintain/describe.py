@@ -14,9 +14,9 @@ from lance_partitioned.catalog.mirror import MIRROR_PREFIX, format_partition_val
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot, spec_problem
 from lance_partitioned.errors import CorruptNamespaceError
 from lance_partitioned.format.filters.render import render_literal
-from lance_partitioned.operations import evolution
-from lance_partitioned.operations.leaf_schema import check_leaf
-from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.evolve import evolution
+from lance_partitioned.operations.evolve.placement import misplaced_leaves
+from lance_partitioned.operations.leaf.leaf_schema import check_leaf
 
 
 def validate(snap: Snapshot) -> list[str]:

@@ -3,7 +3,7 @@
 Some operations change the *form* of many leaves and nothing a reader of the
 namespace sees: give leaf columns the namespace's names, types and field ids,
 remove columns the namespace dropped. ``restage`` runs such a change as one
-``LeafTransaction`` (``operations.transaction``, the one commit protocol) over
+``LeafTransaction`` (``operations.txn.driver``, the one commit protocol) over
 every leaf, publishing the leaves it changed with one ``__manifest`` commit. A
 conflict re-plans from the latest ``__manifest`` version.
 """
@@ -18,11 +18,11 @@ from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.leases import LeaseLostError
-from lance_partitioned.operations.staging import StagedLeaf
-from lance_partitioned.operations.transaction import LeafTransaction, pause_point
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
+from lance_partitioned.operations.txn.leases import LeaseLostError
+from lance_partitioned.operations.txn.staging import StagedLeaf
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ namespace dropped, a type from before a widening. Readers that match by *name*
 never read one column's values as another's, so ``drop_column`` and
 ``rename_column`` align every leaf in the same operation (metadata only), and
 ``align_leaves`` brings every lagging leaf up, types included, in one
-transaction (``operations.restage``).
+transaction (``operations.txn.restage``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.operations.leaf_changes import AlignLeaf
-from lance_partitioned.operations.restage import restage
+from lance_partitioned.operations.leaf.leaf_changes import AlignLeaf
+from lance_partitioned.operations.txn.restage import restage
 
 
 @dataclass

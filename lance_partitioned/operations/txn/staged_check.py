@@ -2,7 +2,7 @@
 
 Maintenance removes unreferenced files and versions older than its cutoff, and
 a transaction's are unreferenced until it publishes. Its lease
-(``operations.leases``) keeps maintenance away; this check is the second line:
+(``operations.txn.leases``) keeps maintenance away; this check is the second line:
 a writer whose staged versions or files were removed anyway (its lease expired,
 or maintenance ran that knows no leases) must fail, not publish references to
 missing files. It is cheap because staging records, per leaf, the files the
@@ -23,7 +23,7 @@ from lance_partitioned.catalog import storage
 from lance_partitioned.errors import StagedFilesMissingError
 
 if TYPE_CHECKING:
-    from lance_partitioned.operations.staging import StagedLeaf
+    from lance_partitioned.operations.txn.staging import StagedLeaf
 
 
 def version_files(ds: lance.LanceDataset) -> set[str]:

@@ -27,10 +27,10 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.field_ids import FieldIdLayoutError, remap_fragments
-from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.leaf_schema import field_id_drift, realigned_layout
-from lance_partitioned.operations.restage import restage
+from lance_partitioned.operations.leaf.field_ids import FieldIdLayoutError, remap_fragments
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
+from lance_partitioned.operations.leaf.leaf_schema import field_id_drift, realigned_layout
+from lance_partitioned.operations.txn.restage import restage
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def drifted_leaves(snapshot: Snapshot) -> list[Leaf]:
 def realign_field_ids(manifest: Manifest) -> RealignReport:
     """Give every drifted leaf the namespace's field ids, published by one ``__manifest`` commit.
 
-    All or nothing (``operations.restage``): if any drifted leaf cannot be
+    All or nothing (``operations.txn.restage``): if any drifted leaf cannot be
     realigned, or ``__manifest`` changed those leaves meanwhile, nothing is
     published (CommitConflictError is retryable). Leaves already aligned are
     not touched.

@@ -9,7 +9,7 @@ Safety rests on two rules (``docs/TRANSACTIONS.md`` §5):
 - **Grace.** Nothing younger than the cutoff is removed when no manifest
   version references it (default one day for vacuum, seven for cleanup).
 - **Leases.** Nothing created after the start of a transaction still in
-  flight is removed, whatever the cutoff (``operations.leases``): its files and
+  flight is removed, whatever the cutoff (``operations.txn.leases``): its files and
   staged versions are unreferenced until it publishes.
 
 Compaction is an ordinary transaction: per-leaf Lance ``Rewrite`` versions
@@ -40,10 +40,11 @@ from lance_partitioned.errors import (
     RetentionError,
     positive_int,
 )
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.leaf_changes import CompactFiles
+from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
-from lance_partitioned.operations.staging import (
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.driver import LeafTransaction, new_txn_id, pause_point
+from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
     foreign_versions,
     fragment_signature,
@@ -51,7 +52,6 @@ from lance_partitioned.operations.staging import (
     restore_published,
     stage_leaf,
 )
-from lance_partitioned.operations.transaction import LeafTransaction, new_txn_id, pause_point
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _honour_leases(
     """The cutoff moved back to the start of the oldest live transaction, if that is earlier.
 
     Files and versions of a transaction in flight are unreferenced until it
-    publishes; its lease (``operations.leases``) began before it made any of
+    publishes; its lease (``operations.txn.leases``) began before it made any of
     them, so nothing newer than that start may go, whatever ``older_than`` says.
     The cutoff must be computed before the leases are read: a transaction that
     starts after that makes only things newer than the cutoff.
@@ -373,7 +373,7 @@ def compact(
 
     Partitions a concurrent writer changes meanwhile are skipped (listed in
     ``report.skipped``); the rest are published together. Holds a lease
-    (``operations.leases``) while it runs. ``target_rows_per_fragment`` must be
+    (``operations.txn.leases``) while it runs. ``target_rows_per_fragment`` must be
     a positive integer (InvalidArgumentError, before the lease). A conflicting
     ``__manifest`` commit is retried under ``catalog.retry.COMMIT_RETRY``.
     """
