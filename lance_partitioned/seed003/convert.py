@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import lance
 
-from lance_partitioned.catalog import seed003, storage
+from lance_partitioned.catalog import storage
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.storage import Storage
 from lance_partitioned.errors import (
@@ -32,9 +32,10 @@ from lance_partitioned.errors import (
 )
 from lance_partitioned.namespace import PartitionedNamespace
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.seed003_read import Seed003Scan, Seed003Snapshot
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
 from lance_partitioned.operations.write.publish import WriteMode
+from lance_partitioned.seed003 import layout as seed003
+from lance_partitioned.seed003.read import Seed003Scan, Seed003Snapshot
 
 STAGING_MARK = ".lp-convert-"
 

@@ -15,13 +15,13 @@ from typing import Any, NoReturn
 
 import pyarrow as pa
 
-from lance_partitioned.catalog import seed003
 from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.read.scan import ScanTask
 from lance_partitioned.operations.read.scan_filter import FilterLike
-from lance_partitioned.operations.seed003_read import Seed003Scan, Seed003Snapshot
+from lance_partitioned.seed003 import layout as seed003
+from lance_partitioned.seed003.read import Seed003Scan, Seed003Snapshot
 
 
 def detect(root: str, storage_options: dict[str, str] | None = None) -> bool:

@@ -22,7 +22,6 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from lance_partitioned.catalog import seed003
 from lance_partitioned.catalog.manifest import Manifest, manifest_schema
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import SchemaError, lance_boundaries
@@ -30,6 +29,7 @@ from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.read.scan import Scan, _threads
+from lance_partitioned.seed003 import layout as seed003
 
 
 @dataclass
