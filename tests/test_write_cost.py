@@ -198,9 +198,9 @@ def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkey
     from lance_partitioned.catalog import storage
     from lance_partitioned.operations.txn.staged_check import (
         StagedFilesMissingError,
+        StagedLeaf,
         check_staged_all,
     )
-    from lance_partitioned.operations.txn.staging import StagedLeaf
 
     leaves = []
     for i in range(5):

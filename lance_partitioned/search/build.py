@@ -37,7 +37,7 @@ from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
-from lance_partitioned.operations.txn.staging import StagedLeaf
+from lance_partitioned.operations.txn.staged_check import StagedLeaf
 from lance_partitioned.search.definitions import (
     IndexDefinition,
     SearchError,

@@ -186,6 +186,23 @@ class JoinPlan:
         return "\n".join(lines)
 
 
+def execute_local(plan: JoinPlan) -> pa.Table:
+    """Run a whole plan in this process (groups and fallback parts alike): a reference
+    implementation of the plan's contract, and a join for small data without an engine."""
+    runner = plan.runner()
+    batches: list[pa.RecordBatch] = []
+    for g in plan.groups:
+        batches.extend(runner.run(g))
+    for p in plan.fallback:
+        g = Group(
+            ("fallback",),
+            tuple(plan.left.leaves if p.left is None else p.left),
+            tuple(plan.right.leaves if p.right is None else p.right),
+        )
+        batches.extend(runner.run(g))
+    return pa.Table.from_batches(batches, schema=runner.output_schema)
+
+
 def _render_filter(expr: Expr | None) -> str:
     if expr is None:
         return "(none)"

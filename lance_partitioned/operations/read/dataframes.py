@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -24,7 +24,23 @@ if TYPE_CHECKING:
     import duckdb
     import polars
 
-    from lance_partitioned.operations.read.scan import Scan
+
+class ScanLike(Protocol):
+    """What DuckDB and Polars read of a ``read.scan.Scan`` (which imports this module,
+    so this module names the members it uses instead of importing the class)."""
+
+    columns: list[str] | None
+    leaves: Any  # the planned leaves (counted here)
+    sql: str | None
+
+    @property
+    def output_schema(self) -> pa.Schema: ...
+
+    def to_reader(self) -> pa.RecordBatchReader: ...
+
+    def to_arrow(self) -> pa.Table: ...
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]: ...
 
 
 def _require(module: str) -> Any:
@@ -48,7 +64,7 @@ class _ScanStream:
     batch by batch, as DuckDB pulls them.
     """
 
-    def __init__(self, scan: Scan):
+    def __init__(self, scan: ScanLike):
         self.scan = scan
 
     def __arrow_c_schema__(self) -> Any:
@@ -58,7 +74,9 @@ class _ScanStream:
         return self.scan.to_reader().__arrow_c_stream__(requested_schema)
 
 
-def to_duckdb(scan: Scan, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
+def to_duckdb(
+    scan: ScanLike, con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyRelation:
     """A DuckDB relation over ``scan``'s rows (pruned and projected by the scan), read lazily.
 
     ``con`` is the connection the relation belongs to (default: DuckDB's
@@ -77,7 +95,7 @@ def to_duckdb(scan: Scan, con: duckdb.DuckDBPyConnection | None = None) -> duckd
     return con.from_arrow(_ScanStream(scan))
 
 
-def _projected(scan: Scan, columns: Sequence[str] | None) -> Scan:
+def _projected(scan: ScanLike, columns: Sequence[str] | None) -> ScanLike:
     """The same scan (filter, leaves, pinned version) reading only ``columns``."""
     if columns is None or list(columns) == [f.name for f in scan.output_schema]:
         return scan
@@ -87,7 +105,7 @@ def _projected(scan: Scan, columns: Sequence[str] | None) -> Scan:
     return narrow
 
 
-def to_polars(scan: Scan, lazy: bool = True) -> polars.LazyFrame | polars.DataFrame:
+def to_polars(scan: ScanLike, lazy: bool = True) -> polars.LazyFrame | polars.DataFrame:
     """``scan``'s rows as a Polars LazyFrame (default) or, with ``lazy=False``, a DataFrame.
 
     The LazyFrame is a Polars IO source: Polars' projection pushdown narrows

@@ -44,8 +44,8 @@ from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.parallel import for_each
-from lance_partitioned.operations.txn.staged_check import check_staged_all
-from lance_partitioned.operations.txn.staging import StagedLeaf, stage_leaf, unstage_leaf
+from lance_partitioned.operations.txn.staged_check import StagedLeaf, check_staged_all
+from lance_partitioned.operations.txn.staging import stage_leaf, unstage_leaf
 
 log = logging.getLogger(__name__)
 

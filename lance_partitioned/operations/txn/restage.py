@@ -22,7 +22,7 @@ from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
 from lance_partitioned.operations.txn.leases import LeaseLostError
-from lance_partitioned.operations.txn.staging import StagedLeaf
+from lance_partitioned.operations.txn.staged_check import StagedLeaf
 
 log = logging.getLogger(__name__)
 

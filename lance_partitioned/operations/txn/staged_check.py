@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import lance
 from lance.fragment import DataFile, FragmentMetadata
@@ -22,8 +23,25 @@ from lance.fragment import DataFile, FragmentMetadata
 from lance_partitioned.catalog import storage
 from lance_partitioned.errors import StagedFilesMissingError
 
-if TYPE_CHECKING:
-    from lance_partitioned.operations.txn.staging import StagedLeaf
+
+@dataclass
+class StagedLeaf:
+    """A leaf version committed by transaction ``txn`` but not (yet) published."""
+
+    uri: str  # the leaf, or its branch directory when ``branch`` is set
+    published: int  # the version whose content the staged version builds on
+    version: int  # the staged version (== published when the change was a no-op)
+    branch: str | None = None  # the Lance branch staged on (None: main)
+    # data / deletion files (relative paths) the staged version adds to the published
+    # content; None when unknown (then ``check_staged`` works them out from storage)
+    added: frozenset[str] | None = None
+    # rows of the staged version (Lance counts them from fragment metadata), published
+    # with it as ``lp.num_rows`` (docs/FORMAT.md "Row counts"); None when unknown
+    num_rows: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.version != self.published
 
 
 def version_files(ds: lance.LanceDataset) -> set[str]:

@@ -28,7 +28,6 @@ directory ``<leaf>/tree/<branch>`` (``resolve_leaf``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import lance
@@ -41,31 +40,15 @@ from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.operations.leaf.field_ids import IdLayout
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
-from lance_partitioned.operations.txn.staged_check import fragment_files, operation_files
+from lance_partitioned.operations.txn.staged_check import (
+    StagedLeaf,
+    fragment_files,
+    operation_files,
+)
 
 log = logging.getLogger(__name__)
 
 TXN_PROPERTY = "lp.txn"
-
-
-@dataclass
-class StagedLeaf:
-    """A leaf version committed by transaction ``txn`` but not (yet) published."""
-
-    uri: str  # the leaf, or its branch directory when ``branch`` is set
-    published: int  # the version whose content the staged version builds on
-    version: int  # the staged version (== published when the change was a no-op)
-    branch: str | None = None  # the Lance branch staged on (None: main)
-    # data / deletion files (relative paths) the staged version adds to the published
-    # content; None when unknown (then ``check_staged`` works them out from storage)
-    added: frozenset[str] | None = None
-    # rows of the staged version (Lance counts them from fragment metadata), published
-    # with it as ``lp.num_rows`` (docs/FORMAT.md "Row counts"); None when unknown
-    num_rows: int | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.version != self.published
 
 
 def fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:

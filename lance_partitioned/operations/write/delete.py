@@ -28,7 +28,7 @@ from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
 from lance_partitioned.operations.txn.leases import Lease, LeaseLostError
-from lance_partitioned.operations.txn.staging import StagedLeaf
+from lance_partitioned.operations.txn.staged_check import StagedLeaf
 
 log = logging.getLogger(__name__)
 
