@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lance_partitioned.operations.partition_writer import release_freed_memory
+from lance_partitioned.operations.write.partition_writer import release_freed_memory
 
 
 @dataclass

@@ -60,7 +60,7 @@ from bench_env import command, header_lines, loadavg, utc_now, write_report  # n
 
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402
-from lance_partitioned.operations import partition_writer as write_mod  # noqa: E402
+from lance_partitioned.operations.write import partition_writer as write_mod  # noqa: E402
 
 SPEC = "year(l_shipdate), month(l_shipdate)"
 Q6 = (

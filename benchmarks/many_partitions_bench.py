@@ -51,14 +51,14 @@ from lance.fragment import write_fragments  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.catalog.snapshot import Snapshot  # noqa: E402
-from lance_partitioned.operations.partition_writer import (  # noqa: E402
+from lance_partitioned.operations.txn.driver import STAGE_THREADS  # noqa: E402
+from lance_partitioned.operations.write.job import WriteJob  # noqa: E402
+from lance_partitioned.operations.write.partition_writer import (  # noqa: E402
     FINISH_THREADS,
     PartitionWriter,
     new_job_secret,
 )
-from lance_partitioned.operations.publish import WriteMode, commit_write  # noqa: E402
-from lance_partitioned.operations.transaction import STAGE_THREADS  # noqa: E402
-from lance_partitioned.operations.write import WriteJob  # noqa: E402
+from lance_partitioned.operations.write.publish import WriteMode, commit_write  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "many_partitions.md"

@@ -82,7 +82,7 @@ def child(args: argparse.Namespace) -> int:
 
     import lance_partitioned as lp
     from demo import tpch
-    from lance_partitioned.operations.split import write_memory_pools
+    from lance_partitioned.operations.write.split import write_memory_pools
 
     peak = [0]
     rss: list[float] = []  # VmRSS every 50 ms

@@ -55,9 +55,9 @@ import scale_build  # noqa: E402
 from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
-from lance_partitioned.operations import transaction  # noqa: E402
-from lance_partitioned.operations.publish import WriteMode  # noqa: E402
-from lance_partitioned.operations.write import WriteJob  # noqa: E402
+from lance_partitioned.operations.txn import driver  # noqa: E402
+from lance_partitioned.operations.write.job import WriteJob  # noqa: E402
+from lance_partitioned.operations.write.publish import WriteMode  # noqa: E402
 
 SCHEMA = scale_build.SCHEMA
 GOALS = {  # figure -> goal in seconds (issue 15)
@@ -111,7 +111,7 @@ def lance_floor(work: Path, n: int, threads: int = 8) -> dict[str, float]:
     """Plain Lance staging 1,000 leaf versions: one ``LanceDataset.commit`` of an
     ``Append`` each, on ``n`` one-row datasets already open (as our staging commits
     on the writer's open handle), with the data files written beforehand (not
-    timed). ``threads`` as our staging uses (``transaction.run_parallel``: 8),
+    timed). ``threads`` as our staging uses (``driver.run_parallel``: 8),
     median of 2; and in one thread, once."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -202,7 +202,7 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
     # 4. one commit touching 1,000 existing partitions
     whole, commits, stagings = [], [], []
     staged_in: list[float] = []
-    real = transaction.run_parallel
+    real = driver.run_parallel
 
     def timed_staging(*args, **kwargs):  # LeafTransaction.stage stages every leaf through it
         t = time.perf_counter()
@@ -211,7 +211,7 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
         finally:
             staged_in.append(time.perf_counter() - t)
 
-    transaction.run_parallel = timed_staging
+    driver.run_parallel = timed_staging
     for _ in range(2):
         ks = rng.sample(range(n), min(1000, n))
         data = pa.table({"k": ks, "v": [-1] * len(ks)}, schema=SCHEMA)
@@ -230,7 +230,7 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
         )
         check(not any(lw.is_new for lw in written.leaves.values()), "a partition was created")
         extra.extend(ks)
-    transaction.run_parallel = real
+    driver.run_parallel = real
     # what Lance alone needs for 1,000 leaf versions, measured beside it (same load)
     floor = lance_floor(root.parent / "floor", min(1000, n))
     out["lance_floor_1000"], out["lance_floor_1000_seq"] = floor["threads"], floor["sequential"]

@@ -48,11 +48,11 @@ from bench_env import (  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.catalog.snapshot import Snapshot  # noqa: E402
-from lance_partitioned.operations.partition_writer import (  # noqa: E402
+from lance_partitioned.operations.write.partition_writer import (  # noqa: E402
     PartitionWriter,
     new_job_secret,
 )
-from lance_partitioned.operations.publish import commit_write  # noqa: E402
+from lance_partitioned.operations.write.publish import commit_write  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "txn.md"

@@ -6,7 +6,6 @@ ns.append(table)
 ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 """
 
-from lance_partitioned.convert import ConvertResult, convert
 from lance_partitioned.errors import (
     ColumnNotFoundError,
     CommitConflictError,
@@ -48,9 +47,10 @@ from lance_partitioned.namespace import (
     repair,
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
-from lance_partitioned.operations.delete import DeleteResult
-from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.write.delete import DeleteResult
 from lance_partitioned.seed003 import Seed003Namespace
+from lance_partitioned.seed003.convert import ConvertResult, convert
 
 __version__ = "0.1.0"
 

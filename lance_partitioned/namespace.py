@@ -27,14 +27,14 @@ from lance_partitioned.format import caches
 from lance_partitioned.format.schema import check_column_names
 from lance_partitioned.format.spec import PartitionField, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
-from lance_partitioned.operations import evolution
-from lance_partitioned.operations.delete import DeleteResult, delete_rows, require_filter
-from lance_partitioned.operations.input import DataLike, iter_batches
+from lance_partitioned.operations.evolve import evolution
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.scan import Scan, ScanPlan
-from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.write import WriteJob, check_write_sizes
+from lance_partitioned.operations.read.scan import Scan, ScanPlan
+from lance_partitioned.operations.read.scan_filter import FilterLike
+from lance_partitioned.operations.write.delete import DeleteResult, delete_rows, require_filter
+from lance_partitioned.operations.write.input import DataLike, iter_batches
+from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
+from lance_partitioned.operations.write.publish import WriteMode
 
 __all__ = [
     "NamespaceHandle",

@@ -11,8 +11,8 @@ from conftest import EVENTS_SCHEMA, make_events
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
-from lance_partitioned.operations.publish import commit_write
+from lance_partitioned.operations.write.partition_writer import PartitionWriter, new_job_secret
+from lance_partitioned.operations.write.publish import commit_write
 
 
 def _JSON_YEAR(field_id: str) -> dict:

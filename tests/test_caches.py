@@ -16,7 +16,7 @@ import lance_partitioned as lp
 from lance_partitioned.format import caches
 from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations import leaf_schema
+from lance_partitioned.operations.leaf import leaf_schema
 
 PACKAGE = Path(lance_partitioned.__file__).parent
 
@@ -27,7 +27,7 @@ NOT_CACHES = {
         "Lance's session for __manifest: Lance bounds its caches, and it holds the "
         "store's connections (like leaf_open.read_session)"
     ),
-    "lance_partitioned.operations.transaction._paused": "pause points already taken (tests)",
+    "lance_partitioned.operations.txn.driver._paused": "pause points already taken (tests)",
 }
 CONTAINERS = {
     "dict",
@@ -93,7 +93,7 @@ def all_module_caches() -> dict[str, list[str]]:
 def test_the_scan_finds_module_caches():
     found = all_module_caches()
     assert sum(map(len, found.values())) >= 15
-    assert "_layouts" in found["lance_partitioned.operations.leaf_schema"]
+    assert "_layouts" in found["lance_partitioned.operations.leaf.leaf_schema"]
     assert "_block" in found["lance_partitioned.format.zones"]  # a memoized function
 
 

@@ -24,7 +24,7 @@ import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.expressions import Compare, In, IsNull, Literal, Ref
 from lance_partitioned.format.transforms import Identity
-from lance_partitioned.operations.scan import ScanTask
+from lance_partitioned.operations.read.scan import ScanTask
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.int64())])
 

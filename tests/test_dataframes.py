@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.read.scan import Scan
 
 duckdb = pytest.importorskip("duckdb")
 pl = pytest.importorskip("polars")

@@ -93,7 +93,7 @@ def test_files_sizes_versions_and_tags(tmp_path):
 
     import lance
 
-    from lance_partitioned.operations.describe import summary
+    from lance_partitioned.operations.maintain.describe import summary
 
     ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
     t = pa.table({"k": ["a", "a", "b"], "n": [1, 2, 3], "d": [None] * 3}, schema=SCHEMA)

@@ -14,7 +14,7 @@ import re
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.read.scan import Scan
 
 SCAN_METHODS = {"to_reader", "to_duckdb", "to_polars"}
 

@@ -81,9 +81,9 @@ def test_old_import_locations_still_work():
     from lance_partitioned.format.filters.tokens import FilterParseError
     from lance_partitioned.format.type_json import TypeConversionError
     from lance_partitioned.format.zones import AmbiguousTimeError
-    from lance_partitioned.operations.field_ids import FieldIdLayoutError
-    from lance_partitioned.operations.leases import LeaseLostError
-    from lance_partitioned.operations.staged_check import StagedFilesMissingError
+    from lance_partitioned.operations.leaf.field_ids import FieldIdLayoutError
+    from lance_partitioned.operations.txn.leases import LeaseLostError
+    from lance_partitioned.operations.txn.staged_check import StagedFilesMissingError
     from lance_partitioned.search.definitions import SearchError
 
     assert FilterParseError is errors.FilterParseError

@@ -355,7 +355,7 @@ def test_failed_write_leaves_the_evolved_leaf_unpublished(tmp_path, monkeypatch)
 
 
 def test_failure_between_schema_change_and_append_publishes_nothing(tmp_path, monkeypatch):
-    from lance_partitioned.operations import leaf_changes
+    from lance_partitioned.operations.leaf import leaf_changes
 
     root = str(tmp_path / "ns")
     ns = lp.create(root, SCHEMA, "p")
@@ -550,8 +550,8 @@ def test_concurrent_appends_after_add_column_both_land(tmp_path):
     # B plans on the same snapshot as A; A publishes first (the leaf gains 'c'),
     # B's commit conflicts, rebases and re-stages on A's evolved leaf
     from lance_partitioned.catalog.snapshot import Snapshot
-    from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
-    from lance_partitioned.operations.publish import commit_write
+    from lance_partitioned.operations.write.partition_writer import PartitionWriter, new_job_secret
+    from lance_partitioned.operations.write.publish import commit_write
 
     root = str(tmp_path / "ns")
     ns = lp.create(root, SCHEMA, "p")

@@ -1,4 +1,4 @@
-"""Structure of the package: no function over about 80 lines, no module over about 600.
+"""Structure of the package: no function over about 80 lines, no module over about 1,000.
 
 Issue 11's constraint. Lengths are read from the source (``ast``): a function
 spans from its ``def`` line to its last line, docstring included (the
@@ -18,11 +18,14 @@ import lance_partitioned
 
 PACKAGE = Path(lance_partitioned.__file__).parent
 MAX_FUNCTION_LINES = 80
-MAX_MODULE_LINES = 600
+# a module holds one idea: split by idea, not by a ruler (issue 29); this cap only
+# catches a module that has grown into several, and tests/test_layering.py fails on
+# modules that import each other, which is what a split by ruler tends to make
+MAX_MODULE_LINES = 1000
 
 # "module path:qualified name" -> why it reads better as one function
 LONG_FUNCTIONS = {
-    "operations/publish.py:commit_write": (
+    "operations/write/publish.py:commit_write": (
         "the commit protocol (stage, publish with rebase, roll back on any failure, release "
         "the lease) in one try/except/finally, whose contract is its 23-line docstring; "
         "split, the rollback would be separated from what it undoes"
@@ -73,7 +76,7 @@ def test_every_listed_long_function_is_still_long():
     assert not stale, f"no longer over {MAX_FUNCTION_LINES} lines: remove {stale} from the list"
 
 
-def test_no_module_over_600_lines():
+def test_no_module_over_1000_lines():
     sizes = {
         p.relative_to(PACKAGE).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
         for p in PACKAGE.rglob("*.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lance_partitioned.operations.input import coalesce_batches
+from lance_partitioned.operations.write.input import coalesce_batches
 
 
 def _batch(start: int, n: int, schema: pa.Schema | None = None) -> pa.RecordBatch:

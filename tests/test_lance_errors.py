@@ -20,7 +20,7 @@ import pytest
 from conftest import EVENTS_SCHEMA, make_events
 
 import lance_partitioned as lp
-from lance_partitioned.operations import write
+from lance_partitioned.operations.write import job
 
 RUST_PATH = re.compile(r"/rustc/|\.rs:\d")
 LANCE_SAYS = "LanceError(IO): boom, /rustc/0123abcd/library/core/src/ops/function.rs:250:5"
@@ -122,7 +122,7 @@ def test_our_errors_quoting_lance_are_cleaned(ns, monkeypatch):
     def commit(*args, **kwargs):
         raise lp.SchemaError(f"partition p: cannot add columns ['x']: {LANCE_SAYS}")
 
-    monkeypatch.setattr(write, "commit_write", commit)
+    monkeypatch.setattr(job, "commit_write", commit)
     exc = provoke(lambda: ns.append(make_events(3, start_id=900)))
     assert_clean(exc)
     assert type(exc) is lp.SchemaError

@@ -27,9 +27,9 @@ from txn_helpers import (
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.leaf_changes import AppendFiles
-from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
-from lance_partitioned.operations.staging import stage_leaf
+from lance_partitioned.operations.leaf.leaf_changes import AppendFiles
+from lance_partitioned.operations.txn.staging import stage_leaf
+from lance_partitioned.operations.write.partition_writer import PartitionWriter, new_job_secret
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import pytest
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.partition_writer import (
+from lance_partitioned.operations.write.partition_writer import (
     PartitionWriter,
     WrittenFiles,
     new_job_secret,

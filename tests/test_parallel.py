@@ -1,4 +1,4 @@
-"""operations.parallel.for_each: every item once, results recorded, the first failure raised."""
+"""operations.txn.parallel.for_each: every item once, results recorded, the first failure raised."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lance_partitioned.operations.parallel import for_each
+from lance_partitioned.operations.txn.parallel import for_each
 
 
 def test_every_item_runs_once_and_every_result_is_recorded():

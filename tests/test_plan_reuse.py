@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 import lance_partitioned as lp
 from lance_partitioned.format import schema as schema_module
-from lance_partitioned.operations import scan_filter
+from lance_partitioned.operations.read import scan_filter
 
 
 def _count_calls(monkeypatch, module, name):

@@ -24,8 +24,8 @@ from lance_partitioned.catalog import retry
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import COMMIT_RETRY, RetryPolicy, is_commit_conflict
 from lance_partitioned.errors import lance_message
-from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange
-from lance_partitioned.operations.staging import stage_leaf
+from lance_partitioned.operations.leaf.leaf_changes import AppendFiles, LeafChange
+from lance_partitioned.operations.txn.staging import stage_leaf
 
 
 def _raised(fn) -> BaseException:

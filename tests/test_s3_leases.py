@@ -1,6 +1,6 @@
 """Lease renewal against a claim on the S3 server: compare-and-swap, no lost claim.
 
-A writer's lease (``operations/leases.py``) is renewed by the writer and claimed by
+A writer's lease (``operations/txn/leases.py``) is renewed by the writer and claimed by
 maintenance once dead. On S3 both are conditional PUTs (``If-Match`` on the ETag
 each side last saw), so whichever reaches the server first wins and the other is
 refused. The interleavings are forced through the proxy (``Proxy.before``): the
@@ -16,7 +16,7 @@ import pytest
 from s3_support import Proxy
 
 import lance_partitioned as lp
-from lance_partitioned.operations import leases
+from lance_partitioned.operations.txn import leases
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32())])
 

@@ -16,7 +16,7 @@ import pytest
 import lance_partitioned as lp
 from lance_partitioned.catalog.leaf_open import open_leaf_dataset, read_session
 from lance_partitioned.catalog.snapshot import Leaf
-from lance_partitioned.operations import filter_check
+from lance_partitioned.operations.read import filter_check
 
 SCHEMA = pa.schema(
     [

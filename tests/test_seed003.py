@@ -247,15 +247,15 @@ CRASH = textwrap.dedent(
     """
     import os, sys
     import lance_partitioned as lp
-    from lance_partitioned.operations import write
+    from lance_partitioned.operations.write import job
     point = sys.argv[3]
     if point == "write":
-        real = write.WriteJob.write
+        real = job.WriteJob.write
         def crash_write(self, fill, **kw):
             def half(writer):
                 os._exit(17)
             return real(self, half, **kw)
-        write.WriteJob.write = crash_write
+        job.WriteJob.write = crash_write
     else:
         # after the one __manifest commit and the check, at the rename
         def crash_rename(a, b):

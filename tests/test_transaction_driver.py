@@ -1,4 +1,4 @@
-"""The one transaction driver (``operations.transaction.LeafTransaction``), issue 29 item 1.
+"""The one transaction driver (``operations.txn.driver.LeafTransaction``), issue 29 item 1.
 
 Every operation that stages leaves goes through it, so each gets the whole
 protocol: a lease that keeps ``vacuum`` away from what it staged, the check
@@ -19,7 +19,8 @@ from test_field_ids import SCHEMA, _drift, published_leaves, rows
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.operations import realign, restage, transaction
+from lance_partitioned.operations.evolve import realign
+from lance_partitioned.operations.txn import driver, restage
 
 
 def _drifted(root: str) -> pa.Table:
@@ -55,7 +56,7 @@ def test_realign_racing_vacuum_publishes_nothing_broken(tmp_path, monkeypatch):
     root = str(tmp_path / "ns")
     expected = _drifted(root)
     hook = _vacuum_at("leaves_staged", root)
-    for module in (realign, restage, transaction):
+    for module in (realign, restage, driver):
         monkeypatch.setattr(module, "pause_point", hook, raising=False)
     try:
         lp.open(root).realign_field_ids()

@@ -27,10 +27,10 @@ from txn_helpers import SCHEMA, SPEC, disk_listing, rows, state, table_state
 import lance_partitioned as lp
 from lance_partitioned.catalog.manifest import READ_MIRROR_KEYS
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
-from lance_partitioned.operations.partition_writer import PartitionWriter, new_job_secret
-from lance_partitioned.operations.publish import commit_write
-from lance_partitioned.operations.staging import TXN_PROPERTY, fragment_signature, stage_leaf
+from lance_partitioned.operations.leaf.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
+from lance_partitioned.operations.txn.staging import TXN_PROPERTY, fragment_signature, stage_leaf
+from lance_partitioned.operations.write.partition_writer import PartitionWriter, new_job_secret
+from lance_partitioned.operations.write.publish import commit_write
 
 
 @pytest.fixture
@@ -162,8 +162,8 @@ def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, wher
     for a job's only writer), so only the existing leaves are staged at publish
     time; ``files``: the new leaves' files are staged with ``stage_new_leaf``.
     """
-    import lance_partitioned.operations.publish as write_mod
-    import lance_partitioned.operations.write as job_mod
+    import lance_partitioned.operations.write.job as job_mod
+    import lance_partitioned.operations.write.publish as write_mod
 
     if not create:
         real_writer = job_mod.PartitionWriter

@@ -56,7 +56,7 @@ TRANSFORM_CLASSES = (
     [
         "format/pruning.py",
         "format/time_ranges.py",
-        "operations/placement.py",
+        "operations/evolve/placement.py",
         "operations/join/compatibility.py",
         "operations/join/planning.py",
         "operations/join/execution.py",

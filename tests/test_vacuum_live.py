@@ -30,7 +30,7 @@ from txn_helpers import (
 )
 
 import lance_partitioned as lp
-from lance_partitioned.operations import leases
+from lance_partitioned.operations.txn import leases
 
 POINTS = ["files_written", "leaf_staged", "leaves_staged"]
 CUTOFFS = {"0s": dt.timedelta(0), "1s": dt.timedelta(seconds=1)}

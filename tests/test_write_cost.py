@@ -17,9 +17,10 @@ import pytest
 from lance.fragment import write_fragments
 
 import lance_partitioned as lp
-from lance_partitioned.operations import leaf_schema, publish
-from lance_partitioned.operations.field_ids import FieldIdLayoutError, IdLayout
-from lance_partitioned.operations.staged_check import fragment_files
+from lance_partitioned.operations.leaf import leaf_schema
+from lance_partitioned.operations.leaf.field_ids import FieldIdLayoutError, IdLayout
+from lance_partitioned.operations.txn.staged_check import fragment_files
+from lance_partitioned.operations.write import publish
 
 
 def _fragments(tmp_path, table: pa.Table) -> list:
@@ -88,7 +89,7 @@ def test_namespace_layout_is_computed_once_per_commit_not_per_new_leaf(tmp_path,
 
 def _count_leaf_lance_calls(monkeypatch, root: str) -> list[str]:
     """Record every Lance call that writes into a leaf of ``root`` (not ``__manifest``)."""
-    from lance_partitioned.operations import partition_writer
+    from lance_partitioned.operations.write import partition_writer
 
     calls: list[str] = []
 
@@ -146,8 +147,8 @@ def test_an_append_creates_each_new_partition_with_one_lance_call(tmp_path, monk
 
 def test_writers_sharing_a_job_leave_new_leaves_to_the_commit(tmp_path):
     """Spark tasks write into the same new partition directories: none may create the dataset."""
-    from lance_partitioned.operations.publish import WriteMode
-    from lance_partitioned.operations.write import WriteJob
+    from lance_partitioned.operations.write.job import WriteJob
+    from lance_partitioned.operations.write.publish import WriteMode
 
     root = str(tmp_path / "ns")
     table = pa.table({"k": pa.array([1, 2, 3], pa.int32()), "v": pa.array([1, 2, 3])})
@@ -165,7 +166,7 @@ def test_writers_sharing_a_job_leave_new_leaves_to_the_commit(tmp_path):
 
 
 def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, monkeypatch):
-    from lance_partitioned.operations import partition_writer
+    from lance_partitioned.operations.write import partition_writer
 
     root = str(tmp_path / "ns")
     table = pa.table({"k": pa.array(range(8), pa.int32()), "v": pa.array(range(8))})
@@ -195,11 +196,11 @@ def test_a_write_failing_while_creating_new_partitions_leaves_nothing(tmp_path, 
 def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkeypatch):
     """Every new leaf is checked right before publishing, in one batched call; a gap is named."""
     from lance_partitioned.catalog import storage
-    from lance_partitioned.operations.staged_check import (
+    from lance_partitioned.operations.txn.staged_check import (
         StagedFilesMissingError,
+        StagedLeaf,
         check_staged_all,
     )
-    from lance_partitioned.operations.staging import StagedLeaf
 
     leaves = []
     for i in range(5):
@@ -222,9 +223,9 @@ def test_the_check_before_publishing_batches_its_metadata_calls(tmp_path, monkey
 
 def test_a_created_leaf_whose_file_vanished_is_not_published(tmp_path):
     """The check before publishing looks for the data files of the leaves the writer created."""
-    from lance_partitioned.operations.publish import WriteMode
-    from lance_partitioned.operations.staged_check import StagedFilesMissingError
-    from lance_partitioned.operations.write import WriteJob
+    from lance_partitioned.operations.txn.staged_check import StagedFilesMissingError
+    from lance_partitioned.operations.write.job import WriteJob
+    from lance_partitioned.operations.write.publish import WriteMode
 
     root = str(tmp_path / "ns")
     table = pa.table({"k": pa.array([1, 2], pa.int32()), "v": pa.array([1, 2])})
@@ -245,8 +246,8 @@ def test_a_created_leaf_whose_file_vanished_is_not_published(tmp_path):
 def test_a_created_leaf_cannot_be_merged_with_another_writers_files(tmp_path):
     """A created leaf's version 1 holds its own writer's rows: merging more would lose them."""
     from lance_partitioned.errors import PartitionedNamespaceError
-    from lance_partitioned.operations.publish import WriteMode
-    from lance_partitioned.operations.write import WriteJob
+    from lance_partitioned.operations.write.job import WriteJob
+    from lance_partitioned.operations.write.publish import WriteMode
 
     table = pa.table({"k": pa.array([1, 2], pa.int32()), "v": pa.array([1, 2])})
     ns = lp.create(str(tmp_path / "ns"), table.schema, "k")
@@ -264,8 +265,8 @@ def test_the_commit_reuses_the_rows_the_writer_looked_up(tmp_path, monkeypatch):
     import pickle
 
     from lance_partitioned.catalog.snapshot import Snapshot
-    from lance_partitioned.operations.publish import WriteMode
-    from lance_partitioned.operations.write import WriteJob
+    from lance_partitioned.operations.write.job import WriteJob
+    from lance_partitioned.operations.write.publish import WriteMode
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
@@ -297,7 +298,7 @@ def test_staging_does_not_map_a_leaf_the_writer_found_complete(tmp_path, monkeyp
     """The writer maps each existing leaf's columns against the namespace; when the
     leaf lacks none, staging (on the same open dataset) does not map it again. A leaf
     that lacks a column the files hold still gains it first (checked with plain Lance)."""
-    from lance_partitioned.operations import leaf_schema
+    from lance_partitioned.operations.leaf import leaf_schema
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
@@ -347,8 +348,8 @@ def test_a_commit_does_not_decode_the_fragments_its_writer_wrote(tmp_path, monke
 
     from lance.fragment import FragmentMetadata
 
-    from lance_partitioned.operations.publish import WriteMode
-    from lance_partitioned.operations.write import WriteJob
+    from lance_partitioned.operations.write.job import WriteJob
+    from lance_partitioned.operations.write.publish import WriteMode
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")
@@ -389,7 +390,7 @@ def test_published_rows_are_built_without_a_json_round_trip(tmp_path, monkeypatc
     import json
 
     from lance_partitioned.catalog import manifest as manifest_mod
-    from lance_partitioned.operations import publish as publish_mod
+    from lance_partitioned.operations.write import publish as publish_mod
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     ns = lp.create(str(tmp_path / "ns"), schema, "k")

@@ -13,8 +13,8 @@ import pytest
 from conftest import EVENTS_SCHEMA, make_events
 
 import lance_partitioned as lp
-from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.write import WriteJob
+from lance_partitioned.operations.write.job import WriteJob
+from lance_partitioned.operations.write.publish import WriteMode
 
 
 @pytest.fixture

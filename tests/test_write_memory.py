@@ -17,8 +17,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_partitioned as lp
-from lance_partitioned.operations import partition_writer
-from lance_partitioned.operations.split import write_memory_pool, write_memory_pools
+from lance_partitioned.operations.write import partition_writer
+from lance_partitioned.operations.write.split import write_memory_pool, write_memory_pools
 
 MIB = 1 << 20
 SCHEMA = pa.schema([pa.field("k", pa.int64()), pa.field("payload", pa.string())])
@@ -92,7 +92,7 @@ def test_streaming_write_holds_about_the_buffer(tmp_path, peak, partitions):
 
 def test_partition_ranges_group_rows_in_input_order():
     """Each partition's rows are one contiguous range of the reordered batch, in input order."""
-    from lance_partitioned.operations.split import partition_ranges
+    from lance_partitioned.operations.write.split import partition_ranges
 
     batch = next(batches(1, 6))
     ordered, ranges = partition_ranges(batch, [batch.column("k")])
@@ -177,7 +177,7 @@ def test_trim_heap_is_safe_to_call():
     """On glibc it calls malloc_trim; elsewhere it does nothing. Never raises."""
     import platform
 
-    from lance_partitioned.operations import resident
+    from lance_partitioned.operations.write import resident
 
     ran = resident.trim_heap()
     assert ran == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
@@ -314,7 +314,7 @@ def test_chunks_for_lance_are_copied_through_the_chunk_pool(tmp_path, monkeypatc
 def test_integer_keys_are_offset_coded_while_radix_sortable(columns, dictionary_coded, monkeypatch):
     """Offset codes (cheap, not dense) only while the combined codes stay below
     2**15; past that, dense dictionary codes keep the radix sort where they can."""
-    from lance_partitioned.operations import split
+    from lance_partitioned.operations.write import split
 
     encoded: list[pa.Array] = []
     real = split.pc.dictionary_encode
@@ -403,8 +403,8 @@ PRIMES = (3, 7, 11, 13, 17, 19, 21)  # coprime with 1,000: each column takes 1,0
     ],
 )
 def test_partition_ranges_match_pyarrow_filters(columns, monkeypatch):
-    from lance_partitioned.operations import split
-    from lance_partitioned.operations.split import partition_ranges
+    from lance_partitioned.operations.write import split
+    from lance_partitioned.operations.write.split import partition_ranges
 
     densified = []
     real_unique = split.np.unique

@@ -15,7 +15,7 @@ from s3_support import listdir
 from txn_worker import SCHEMA, SPEC, rows
 
 import lance_partitioned as lp
-from lance_partitioned.operations.maintenance import LEAF_DIR, leaf_references
+from lance_partitioned.operations.maintain.maintenance import LEAF_DIR, leaf_references
 
 WORKER = os.path.join(os.path.dirname(__file__), "txn_worker.py")
 __all__ = ["SCHEMA", "SPEC", "rows"]

@@ -5,7 +5,7 @@ keeps them as one Arrow table, with each row's spec version computed column-wise
 A ``LeafTable`` is a read-only ``Sequence[Leaf]``: ``len`` is free, and ``Leaf``
 tuples are built only for the rows a consumer indexes or iterates (iteration
 converts a block of rows at a time). Consumers that can work on columns (counts,
-residual filters: ``operations.scan``) read ``rows`` and ``spec_ids`` directly.
+residual filters: ``operations.read.scan``) read ``rows`` and ``spec_ids`` directly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Small JSON files kept inside the ``__manifest`` directory, on any store.
 
 Maintenance bookkeeping that must not create ``__manifest`` versions lives
-here: writers' leases (``operations.leases``) and the record of past cleanups
+here: writers' leases (``operations.txn.leases``) and the record of past cleanups
 (``catalog.history``). Names start with ``_lp_``; Lance ignores files outside
 its own sub-directories (``data``, ``_versions``, ``_deletions``, ...), and so
 does our orphan sweep, so these files are never mistaken for table data.

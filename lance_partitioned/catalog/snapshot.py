@@ -142,7 +142,7 @@ class Snapshot:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
     damage: list[str] = field(default_factory=list)  # our columns ``dataset`` lacks
     view: lance.LanceDataset | None = field(default=None, repr=False)
-    # Filters bound to this schema and these specs (``operations.scan``), shared by
+    # Filters bound to this schema and these specs (``operations.read.scan``), shared by
     # every snapshot of the same metadata: a repeated query binds once.
     prepared_filters: dict[str, Any] = field(default_factory=dict, repr=False)
 

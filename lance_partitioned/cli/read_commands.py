@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lance_partitioned.cli.common import Context, shared_options
 from lance_partitioned.cli.output import emit, table
-from lance_partitioned.operations import describe as describe_ops
+from lance_partitioned.operations.maintain import describe as describe_ops
 
 # the most rows ``head`` can slice (Arrow lengths are signed 64-bit)
 MAX_ROWS = 2**63 - 1

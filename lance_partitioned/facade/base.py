@@ -19,7 +19,7 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import PinnedSnapshotError, SchemaError
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionField, PartitionSpec
-from lance_partitioned.operations.partition_writer import WrittenFiles
+from lance_partitioned.operations.write.partition_writer import WrittenFiles
 
 SchemaLike: TypeAlias = pa.Schema | Schema | str | dict[str, Any]
 """A namespace schema: Arrow, our ``Schema``, or JsonArrowSchema JSON (text or dict)."""

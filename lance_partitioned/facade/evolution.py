@@ -12,16 +12,16 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, SpecLike, WriteResult, mutator
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations import align, evolution, realign
-from lance_partitioned.operations.align import AlignReport
-from lance_partitioned.operations.partition_writer import PartitionWriter
-from lance_partitioned.operations.placement import misplaced_leaves
+from lance_partitioned.operations.evolve import align, evolution, realign
+from lance_partitioned.operations.evolve.align import AlignReport
+from lance_partitioned.operations.evolve.placement import misplaced_leaves
+from lance_partitioned.operations.evolve.realign import RealignReport
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.realign import RealignReport
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.write import WriteJob
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import FilterLike
+from lance_partitioned.operations.write.job import WriteJob
+from lance_partitioned.operations.write.partition_writer import PartitionWriter
+from lance_partitioned.operations.write.publish import WriteMode
 
 
 class EvolutionMethods(NamespaceHandle):
@@ -153,7 +153,7 @@ class EvolutionMethods(NamespaceHandle):
         self, change: Callable[[Schema], Schema], align_names: bool = False
     ) -> Schema:
         """Publish ``change`` of the schema; with ``align_names``, then rename and drop the
-        leaves' columns to match (``operations.align``). The schema goes first: until the
+        leaves' columns to match (``operations.evolve.align``). The schema goes first: until the
         leaves follow, reads (by field id) are already right, and a crash in between
         leaves what ``validate()`` reports and ``align_leaves()`` finishes."""
         snapshot = Snapshot.load(self._manifest, for_write=True)

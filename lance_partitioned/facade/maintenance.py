@@ -12,8 +12,8 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, repair
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, mutator
-from lance_partitioned.operations import describe, maintenance
-from lance_partitioned.operations.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain import describe, maintenance
+from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
 from lance_partitioned.operations.progress import ProgressLike, reporter
 
 
@@ -24,7 +24,7 @@ class MaintenanceMethods(NamespaceHandle):
         """Check every partition table against the namespace schema and field ids.
 
         Returns the inconsistencies found (an empty list when all is well); see
-        ``operations.describe.validate`` for everything it checks.
+        ``operations.maintain.describe.validate`` for everything it checks.
 
         Example::
 
@@ -45,7 +45,7 @@ class MaintenanceMethods(NamespaceHandle):
     def namespace_properties(self, namespace_id: Sequence[str]) -> dict[str, str]:
         """Runtime properties of Appendix E for ``namespace_id``, a path like ``["v1", "k7m2..."]``.
 
-        Raises KeyError for a path that names no row (``operations.describe``).
+        Raises KeyError for a path that names no row (``operations.maintain.describe``).
 
         Example::
 
@@ -54,7 +54,7 @@ class MaintenanceMethods(NamespaceHandle):
         return describe.namespace_properties(self._snapshot, self.root, namespace_id)
 
     def describe(self) -> str:
-        """A readable report (``operations.describe.describe``): schema, every spec
+        """A readable report (``operations.maintain.describe.describe``): schema, every spec
         version, partitions sorted by value with only their own spec's fields, row
         and file counts, sizes, size on disk, and the versions and tags.
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lance_partitioned.facade.base import NamespaceHandle, mutator
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.scan_filter import FilterLike
+from lance_partitioned.operations.read.scan_filter import FilterLike
 
 
 class SearchMethods(NamespaceHandle):

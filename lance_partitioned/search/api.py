@@ -3,7 +3,7 @@
 1. Check the request (k, query type, column and its index, metric, query
    dimension) before any leaf is read.
 2. Prune partitions through ``__manifest`` exactly as ``scan`` does
-   (``operations.scan.Scan``); each remaining leaf is opened at the version
+   (``operations.read.scan.Scan``); each remaining leaf is opened at the version
    the snapshot pins, so one search sees one snapshot.
 3. Search every leaf in parallel inside Lance, with its residual filter as a
    prefilter (``search.query``).
@@ -27,8 +27,8 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import ColumnNotFoundError
 from lance_partitioned.format.caches import BoundedCache
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import FilterLike
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.search import bm25, memory, merge
 from lance_partitioned.search.definitions import (
     TOKENIZER_PARAMS,

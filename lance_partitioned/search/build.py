@@ -30,14 +30,14 @@ import lance
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.operations import leases
-from lance_partitioned.operations.leaf_changes import LeafChange
-from lance_partitioned.operations.leaf_schema import leaf_fields_by_id
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
+from lance_partitioned.operations.leaf.leaf_schema import leaf_fields_by_id
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import FilterLike
-from lance_partitioned.operations.staging import StagedLeaf
-from lance_partitioned.operations.transaction import LeafTransaction, pause_point
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import FilterLike
+from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
+from lance_partitioned.operations.txn.staged_check import StagedLeaf
 from lance_partitioned.search.definitions import (
     IndexDefinition,
     SearchError,

@@ -22,8 +22,8 @@ from lance_partitioned.catalog.leaf_open import open_pinned
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.leaf_schema import ReadMapping, leaf_fields_by_id
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
+from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.search import bm25
 from lance_partitioned.search.build import covered_fragments
 from lance_partitioned.search.definitions import IndexDefinition

@@ -52,7 +52,7 @@ from pyspark.sql.types import StructType
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import And, Expr
-from lance_partitioned.operations.scan_filter import parse_any_filter
+from lance_partitioned.operations.read.scan_filter import parse_any_filter
 from lance_partitioned.spark.filters import FilterTranslator
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.planning import (

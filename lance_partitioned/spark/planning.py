@@ -28,8 +28,8 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.input import coalesce_batches
-from lance_partitioned.operations.scan import Scan, read_leaf
+from lance_partitioned.operations.read.scan import Scan, read_leaf
+from lance_partitioned.operations.write.input import coalesce_batches
 from lance_partitioned.spark.types import BatchConformer
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ def coalesce_small_batches(
 
     A run is handed on once it reaches ``max_rows`` rows or ``max_bytes`` bytes, when
     a batch of ``small_rows`` or more arrives (which then passes as it is), and at the
-    end. Empty batches are dropped. (``operations.input.coalesce_batches`` with
+    end. Empty batches are dropped. (``operations.write.input.coalesce_batches`` with
     Spark's thresholds.)
     """
     return coalesce_batches(batches, max_rows, max_bytes, pass_rows=small_rows)

@@ -4,7 +4,7 @@ Planned once on the driver, like a read (``spark.planning``):
 
 1. the request is checked (k, column, metric, probes, the queries' columns);
 2. one ``__manifest`` snapshot is pinned and the filter prunes partitions with
-   ``operations.scan.Scan``, exactly as the core ``ns.search`` does; each
+   ``operations.read.scan.Scan``, exactly as the core ``ns.search`` does; each
    remaining leaf keeps the version that snapshot pins and its residual filter;
 3. the leaves are packed into groups of about equal row counts.
 
@@ -44,7 +44,7 @@ from pyspark.sql.types import (
 from lance_partitioned.catalog.leaf_open import open_pinned
 from lance_partitioned.catalog.snapshot import Leaf
 from lance_partitioned.format.schema import Schema
-from lance_partitioned.operations.scan import Scan
+from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.search import merge
 from lance_partitioned.search.api import (
     check_k,

@@ -1,6 +1,6 @@
 """The ``lance_partitioned`` Spark sink: tasks write files, the driver publishes once.
 
-Protocol (the two phases of a ``WriteJob``, ``operations.write``, mapped onto Spark):
+Protocol (the two phases of a ``WriteJob``, ``operations.write.job``, mapped onto Spark):
 
 1. ``plan_write`` (driver, once per job) creates the namespace if the write is
    the first (schema from the DataFrame, spec from the ``spec`` option), checks the
@@ -44,10 +44,10 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
 from lance_partitioned.format.spec import parse_spec
 from lance_partitioned.namespace import PartitionedNamespace
-from lance_partitioned.operations.input import InputConformer
-from lance_partitioned.operations.partition_writer import WrittenFiles, new_job_secret
-from lance_partitioned.operations.publish import WriteMode
-from lance_partitioned.operations.write import WriteJob
+from lance_partitioned.operations.write.input import InputConformer
+from lance_partitioned.operations.write.job import WriteJob
+from lance_partitioned.operations.write.partition_writer import WrittenFiles, new_job_secret
+from lance_partitioned.operations.write.publish import WriteMode
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.refresh import notify_drivers
 from lance_partitioned.spark.types import spark_to_arrow

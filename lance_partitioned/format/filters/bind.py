@@ -22,7 +22,7 @@ Literal rules (FORMAT.md §7 "Literals"):
   is an instant.
 
 Binding is pure. What only Lance can tell (whether it can plan an ``Opaque``
-part) is checked by ``operations.filter_check`` after binding.
+part) is checked by ``operations.read.filter_check`` after binding.
 """
 
 from __future__ import annotations
@@ -421,7 +421,7 @@ def bind(expr: Expr, schema: Schema) -> Expr:
     does not prune, and the scan still applies it with Lance's own coercion.
     An unknown column, or a literal that cannot be compared with its column,
     raises FilterError (``cast_literal`` states the rules, time zones included).
-    Pure: whether Lance can plan the filter is ``operations.filter_check``'s
+    Pure: whether Lance can plan the filter is ``operations.read.filter_check``'s
     question, asked by the scan after binding.
     """
     for name in referenced_columns(expr):

@@ -13,7 +13,7 @@ right)``) and never recurses itself. Built on it:
 - :func:`to_nnf`, negation normal form;
 - elsewhere: rendering to Lance SQL (``render``), binding (``bind``), inclusive
   projection onto partition columns (``format.pruning.SpecProjector``), the
-  filter checks (``operations.filter_check``) and the tests' pyarrow renderer.
+  filter checks (``operations.read.filter_check``) and the tests' pyarrow renderer.
 
 A visitor whose answer for a node depends on the node's own fields as well as on
 its children's answers reads them from ``node``.

@@ -44,8 +44,8 @@ truncate component can only hold rows with NULL keys, so its other side is not
 read; its rows still appear in outer and anti results.
 
 Modules: ``sides`` (inputs, join types), ``compatibility`` (which specs share a
-group key), ``planning`` (``plan_join``, ``explain_join``) and ``execution``
-(``GroupRunner``, ``execute_local``).
+group key), ``planning`` (``plan_join``, ``explain_join``, ``execute_local``) and
+``execution`` (``GroupRunner``).
 """
 
 from lance_partitioned.operations.join.compatibility import (
@@ -60,7 +60,6 @@ from lance_partitioned.operations.join.execution import (
     GroupRunner,
     OutputColumn,
     SideReader,
-    execute_local,
     sub_partition,
     with_parts,
 )
@@ -69,6 +68,7 @@ from lance_partitioned.operations.join.planning import (
     FallbackPart,
     JoinPlan,
     SidePlan,
+    execute_local,
     explain_join,
     plan_join,
 )

@@ -4,7 +4,7 @@
 local pyarrow hash join, hash-splitting groups larger than memory into spill
 files (``sub_partition``); ``SideReader`` reads one input's leaves at their
 pinned versions. Both are picklable, so an engine (``spark.storage_partitioned_join``) ships them to
-its tasks. ``execute_local`` runs a whole plan in this process.
+its tasks. ``planning.execute_local`` runs a whole plan in this process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,10 +26,7 @@ from lance_partitioned.format import hashing
 from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.scan import Scan
-
-if TYPE_CHECKING:
-    from lance_partitioned.operations.join.planning import JoinPlan
+from lance_partitioned.operations.read.scan import Scan
 
 # pyarrow's names for the local hash join.
 ARROW_JOIN_TYPE = {
@@ -266,23 +263,6 @@ def sub_partition(
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
     return (x % np.uint64(parts)).astype(np.int64)
-
-
-def execute_local(plan: JoinPlan) -> pa.Table:
-    """Run a whole plan in this process (groups and fallback parts alike): a reference
-    implementation of the plan's contract, and a join for small data without an engine."""
-    runner = plan.runner()
-    batches: list[pa.RecordBatch] = []
-    for g in plan.groups:
-        batches.extend(runner.run(g))
-    for p in plan.fallback:
-        g = Group(
-            ("fallback",),
-            tuple(plan.left.leaves if p.left is None else p.left),
-            tuple(plan.right.leaves if p.right is None else p.right),
-        )
-        batches.extend(runner.run(g))
-    return pa.Table.from_batches(batches, schema=runner.output_schema)
 
 
 def with_parts(group: Group, parts: int) -> Group:

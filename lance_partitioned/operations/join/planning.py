@@ -48,8 +48,8 @@ from lance_partitioned.operations.join.sides import (
     splits_over_left,
     splits_over_right,
 )
-from lance_partitioned.operations.scan import Scan
-from lance_partitioned.operations.scan_filter import parse_any_filter
+from lance_partitioned.operations.read.scan import Scan
+from lance_partitioned.operations.read.scan_filter import parse_any_filter
 
 DEFAULT_MAX_GROUP_ROWS = 4_000_000
 _MAX_SUB_PARTITIONS = 1024
@@ -184,6 +184,23 @@ class JoinPlan:
             lines.append("notes:")
             lines.extend(f"  - {r}" for r in self.reasons)
         return "\n".join(lines)
+
+
+def execute_local(plan: JoinPlan) -> pa.Table:
+    """Run a whole plan in this process (groups and fallback parts alike): a reference
+    implementation of the plan's contract, and a join for small data without an engine."""
+    runner = plan.runner()
+    batches: list[pa.RecordBatch] = []
+    for g in plan.groups:
+        batches.extend(runner.run(g))
+    for p in plan.fallback:
+        g = Group(
+            ("fallback",),
+            tuple(plan.left.leaves if p.left is None else p.left),
+            tuple(plan.right.leaves if p.right is None else p.right),
+        )
+        batches.extend(runner.run(g))
+    return pa.Table.from_batches(batches, schema=runner.output_schema)
 
 
 def _render_filter(expr: Expr | None) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.operations.scan_filter import FilterLike
+from lance_partitioned.operations.read.scan_filter import FilterLike
 
 JOIN_TYPES = ("inner", "left", "right", "full", "semi", "anti")
 _HOW_ALIASES = {

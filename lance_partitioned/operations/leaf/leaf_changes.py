@@ -1,0 +1,180 @@
+"""What a transaction does to one leaf: the ``LeafChange`` operations.
+
+Each change is built against the leaf's *published* content and turned into a
+Lance operation by ``staging.stage_leaf``: append written files, replace the
+leaf's content, delete rows by predicate, compact fragments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import lance
+from lance.fragment import FragmentMetadata
+
+from lance_partitioned.format.filters.evaluate import filter_batch
+from lance_partitioned.operations.leaf.leaf_evolution import (
+    aligned_layout,
+    evolution_for,
+    next_evolution,
+    schema_for,
+)
+from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
+
+
+class LeafChange:
+    """One transaction's operation on one leaf, built against the leaf's published content.
+
+    ``rebaseable`` says whether the same change may be re-staged on a newer
+    published version after a concurrent writer changed the leaf (true only for
+    blind appends: they read nothing, so any order is a valid serial order).
+    """
+
+    rebaseable = False
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        """A Lance operation to commit before ``operation`` (called again on its result
+        until it returns None): schema changes the operation needs. None by default."""
+        return None
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        """The Lance operation to commit on ``base``; None when there is nothing to do."""
+        raise NotImplementedError
+
+
+@dataclass
+class AppendFiles(LeafChange):
+    """Add already-written fragments.
+
+    With ``namespace`` (the namespace Schema), files may carry namespace columns
+    the leaf lacks (added to the namespace after the leaf was created): the
+    leaf gains them first, metadata only, under their namespace field ids.
+    """
+
+    fragments: list[FragmentMetadata]
+    namespace: Any = None  # format.schema.Schema
+    label: str = ""
+    rebaseable = True
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        if self.namespace is None:
+            return None
+        return evolution_for(base, self.namespace, self.fragments, self.label)
+
+    def operation(self, base: lance.LanceDataset) -> Any:
+        return lance.LanceOperation.Append(self.fragments)
+
+
+@dataclass
+class ReplaceFiles(LeafChange):
+    """Replace the leaf's content with already-written fragments (Lance ``Overwrite``).
+
+    ``schema`` None keeps the leaf's own columns and field ids (the files were
+    written with them), plus, with ``namespace``, the namespace columns the
+    files carry and the leaf lacks. A ``LanceSchema`` keeps its field ids; an
+    Arrow schema gets Lance's own numbering.
+    """
+
+    schema: Any  # pa.Schema | LanceSchema | None
+    fragments: list[FragmentMetadata]
+    namespace: Any = None  # format.schema.Schema
+    label: str = ""
+
+    def operation(self, base: lance.LanceDataset) -> Any:
+        schema = self.schema
+        if schema is None:
+            schema = schema_for(base, self.namespace, self.fragments, self.label)
+        return lance.LanceOperation.Overwrite(schema, self.fragments)
+
+
+@dataclass
+class DeleteRows(LeafChange):
+    """Delete the rows matching a SQL predicate (deletion vectors written per fragment).
+
+    The predicate names namespace columns. When ``schema`` is given and the leaf
+    does not name every ``columns`` entry as the namespace does (a column was
+    renamed or added after the leaf was written), rows are matched in namespace
+    form with DataFusion and deleted by row address, never by the leaf's names.
+    """
+
+    predicate: str
+    schema: Any = None  # format.schema.Schema
+    columns: list[str] = field(default_factory=list)
+    label: str = ""
+    deleted: int = 0
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        predicate = self._leaf_predicate(base)
+        if predicate is None:
+            self.deleted = 0
+            return None
+        self.deleted = base.count_rows(filter=predicate)
+        if self.deleted == 0:
+            return None
+        updated, removed = [], []
+        for frag in base.get_fragments():
+            new = frag.delete(predicate)
+            if new is None:
+                removed.append(frag.fragment_id)
+            elif new.deletion_file != frag.metadata.deletion_file:
+                updated.append(new)
+        return lance.LanceOperation.Delete(updated, removed, self.predicate)
+
+    def _leaf_predicate(self, base: lance.LanceDataset) -> str | None:
+        if self.schema is None or not self.columns:
+            return self.predicate
+        mapping = ReadMapping(self.schema, self.columns, base, self.label)
+        if mapping.is_identity:
+            return self.predicate
+        addresses: list[int] = []
+        for batch in base.to_batches(columns=mapping.leaf_columns, with_row_address=True):
+            rows = mapping.conform(batch)
+            rows = rows.append_column("_lp_addr", batch.column("_rowaddr"))
+            matched = filter_batch(rows, self.predicate, ["_lp_addr"])
+            addresses.extend(matched.column(0).to_pylist())
+        if not addresses:
+            return None
+        return f"_rowaddr IN ({', '.join(str(a) for a in addresses)})"
+
+
+@dataclass
+class AlignLeaf(LeafChange):
+    """Bring a leaf's columns in line with the namespace schema (``aligned_layout``):
+    namespace names, no dropped columns, and with ``widen`` the namespace types.
+
+    Renames and drops touch no data (a Lance ``Project``); widening rewrites the
+    lagging column, one file per fragment. The rows stay as they are.
+    """
+
+    schema: Any  # format.schema.Schema
+    widen: bool = True
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        return next_evolution(base, aligned_layout(self.schema, base, self.widen))
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        return None
+
+
+@dataclass
+class CompactFiles(LeafChange):
+    """Rewrite small fragments (and materialise deletions) into fewer, larger ones."""
+
+    target_rows_per_fragment: int = 1 << 20
+    rewritten: int = 0
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        import lance.optimize as lo
+
+        options = lo.CompactionOptions(target_rows_per_fragment=self.target_rows_per_fragment)
+        plan = lo.Compaction.plan(base, options)
+        if plan.num_tasks() == 0:
+            return None
+        results = [task.execute(base) for task in plan.tasks]
+        self.rewritten = sum(len(r.original_fragments) for r in results)
+        groups = [
+            lance.LanceOperation.RewriteGroup(r.original_fragments, r.new_fragments)
+            for r in results
+        ]
+        return lance.LanceOperation.Rewrite(groups, [])

@@ -1,0 +1,1 @@
+"""Maintenance (compaction, cleanup, vacuum) and the readable report (``describe``)."""

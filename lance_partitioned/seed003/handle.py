@@ -1,0 +1,165 @@
+"""``Seed003Namespace``: a read-only handle on a namespace in seed 003's earlier layout.
+
+``lp.open(root)`` returns one when ``root`` is a seed-003 root (its ``__manifest``
+metadata has ``lance.partitioning.enabled = "true"`` and no seed-000
+``partition_spec_v<N>``). It scans, plans, counts and explains like a
+``PartitionedNamespace``; everything that would change the namespace raises
+``UnsupportedFeatureError`` pointing to ``lp.convert``, which rewrites it in
+seed 000's layout. The layout and its mapping: ``docs/FORMAT.md`` section 11.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import pyarrow as pa
+
+from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
+from lance_partitioned.format.schema import Schema
+from lance_partitioned.format.spec import PartitionSpec
+from lance_partitioned.operations.read.scan import ScanTask
+from lance_partitioned.operations.read.scan_filter import FilterLike
+from lance_partitioned.seed003 import layout as seed003
+from lance_partitioned.seed003.read import Seed003Scan, Seed003Snapshot
+
+
+def detect(root: str, storage_options: dict[str, str] | None = None) -> bool:
+    """Whether ``root`` holds a namespace in seed 003's layout (reads only its metadata)."""
+    return seed003.is_seed003(seed003.manifest_metadata(str(root), storage_options))
+
+
+@lance_boundaries
+class Seed003Namespace:
+    """A seed-003 partitioned namespace, read-only (see the module doc).
+
+    The handle is pinned at open: the seed-003 ``__manifest`` version and every
+    leaf's latest version then. ``spec`` is the seed-000 spec ``lp.convert``
+    writes; pruning uses the identity columns whose table names give exact
+    values (``catalog.seed003.prunable_columns``), and the filter always runs
+    inside each leaf, so answers are exact.
+    """
+
+    read_only = True
+
+    def __init__(self, snapshot: Seed003Snapshot):
+        self._snapshot = snapshot
+        assert snapshot.layout is not None
+        self.layout = snapshot.layout
+
+    @classmethod
+    def open(cls, root: str, storage_options: dict[str, str] | None = None) -> Seed003Namespace:
+        """Open the seed-003 namespace at ``root``.
+
+        Raises NotAPartitionedNamespaceError when ``root`` is not one, SpecError or
+        SchemaError when its ``lance.partitioning.*`` properties are malformed.
+
+        Example::
+
+            old = Seed003Namespace.open("/data/legacy")
+            old.count("country = 'US'")
+        """
+        layout = seed003.load(str(root), storage_options)
+        return cls(Seed003Snapshot.of(layout, storage_options))
+
+    @property
+    def root(self) -> str:
+        return self.layout.root
+
+    @property
+    def schema(self) -> Schema:
+        """The namespace schema (``lance.partitioning.schema``; field ids depth-first)."""
+        return self.layout.schema
+
+    @property
+    def spec(self) -> PartitionSpec:
+        """The seed-000 spec this namespace maps to (what ``lp.convert`` writes)."""
+        return PartitionSpec.from_json(seed003.seed000_spec_json(self.layout))
+
+    @property
+    def version(self) -> int:
+        """The seed-003 ``__manifest`` version this handle reads."""
+        return self.layout.manifest_version
+
+    def scan(
+        self,
+        filter: FilterLike = None,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> Seed003Scan:
+        """A lazy, pruned read (the same ``Scan`` API: ``to_arrow``, ``to_reader``,
+        ``count``, ``plan``, ``explain``, ``to_duckdb``, ``to_polars``).
+
+        Example::
+
+            lp.open("/data/legacy").scan("country = 'US'", columns=["id"]).to_arrow()
+        """
+        return Seed003Scan(self._snapshot, filter, columns, batch_size)
+
+    def count(self, filter: FilterLike = None) -> int:
+        """Number of rows matching ``filter`` (all rows when None).
+
+        Example::
+
+            lp.open("/data/legacy").count("amount > 10")
+        """
+        return self.scan(filter).count()
+
+    def plan(self, filter: FilterLike = None) -> list[ScanTask]:
+        """The leaf tables a scan with ``filter`` reads, each with its residual filter.
+
+        Example::
+
+            [t.location for t in lp.open("/data/legacy").plan("country = 'US'")]
+        """
+        return self.scan(filter).plan()
+
+    def explain(self, filter: FilterLike = None) -> str:
+        """Human-readable pruning summary of a scan with ``filter``."""
+        return self.scan(filter).explain()
+
+    def partitions(self) -> pa.Table:
+        """One row per leaf table: its object id, location and the text of each level's value."""
+        names = [c.level_name for c in self.layout.columns]
+        rows = [
+            {
+                "object_id": leaf.object_id,
+                "location": leaf.location,
+                **dict(zip(names, leaf.values, strict=True)),
+            }
+            for leaf in self.layout.leaves
+        ]
+        return pa.Table.from_pylist(
+            rows,
+            schema=pa.schema(
+                [("object_id", pa.string()), ("location", pa.string())]
+                + [(n, pa.string()) for n in names]
+            ),
+        )
+
+    def _refuse(self, name: str) -> NoReturn:
+        raise UnsupportedFeatureError(
+            f"{self.root!r} is a namespace in seed 003's earlier layout and is read-only here; "
+            f"{name}() would change it. Convert it to seed 000's layout first: "
+            f"lp.convert({self.root!r}, NEW_ROOT) (or `lance-partitioned convert`), then "
+            "open NEW_ROOT"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Every other PartitionedNamespace operation changes the namespace (or needs
+        # seed-000 metadata): refuse it by name rather than with an AttributeError.
+        from lance_partitioned.namespace import PartitionedNamespace
+
+        if not name.startswith("_") and hasattr(PartitionedNamespace, name):
+
+            def refused(*args: Any, **kwargs: Any) -> NoReturn:
+                self._refuse(name)
+
+            return refused
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return (
+            f"Seed003Namespace({self.root!r}, version={self.version}, "
+            f"partitions={len(self.layout.leaves)}, read-only)"
+        )
