@@ -153,7 +153,7 @@ def _in_zone(value: dt.datetime, tz: str, column: str, t: pa.DataType) -> dt.dat
         raise FilterError(f"filter on column {column!r} ({t}): {exc}") from None
 
 
-def cast_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, Any]:
+def convert_literal(value: Any, target: pa.DataType, column: str) -> tuple[bool, Any]:
     """Convert a literal to ``target`` exactly: ``(True, converted)``.
 
     ``(False, literal)`` when that cannot be exact: the predicate stays unbound,
@@ -221,7 +221,7 @@ def _nearest_float(value: int | float, dtype: np.dtype) -> Any:
 
 
 def _float_literal(value: int | float | decimal.Decimal, target: pa.DataType) -> tuple[bool, Any]:
-    """``cast_literal`` for a number against a float column: exact, by value.
+    """``convert_literal`` for a number against a float column: exact, by value.
 
     A decimal literal (``0.1`` in SQL text) is first read as the nearest float64,
     as Spark and PostgreSQL read it against a double column; an integer or a float
@@ -364,7 +364,7 @@ class _Binder(Rewriter):
     def visit_compare(self, node: Compare) -> Expr:
         name = node.ref.name
         t = self.schema.field(name).type
-        ok, v = cast_literal(node.literal.value, t, name)
+        ok, v = convert_literal(node.literal.value, t, name)
         if ok:
             return Compare(node.op, self._bound(node.ref), Literal(v))
         neighbours = _float_neighbours(v, t)
@@ -378,7 +378,7 @@ class _Binder(Rewriter):
     def visit_in(self, node: In) -> Expr:
         name = node.ref.name
         t = self.schema.field(name).type
-        vals = [cast_literal(lit.value, t, name) for lit in node.values]
+        vals = [convert_literal(lit.value, t, name) for lit in node.values]
         # a number no value of a float column equals, or a time beyond a timestamp[ns]
         # column's range, matches no row: left out
         ref = self._bound(node.ref)
@@ -420,7 +420,7 @@ def bind(expr: Expr, schema: Schema) -> Expr:
     A predicate whose literal cannot be converted exactly becomes Opaque: it
     does not prune, and the scan still applies it with Lance's own coercion.
     An unknown column, or a literal that cannot be compared with its column,
-    raises FilterError (``cast_literal`` states the rules, time zones included).
+    raises FilterError (``convert_literal`` states the rules, time zones included).
     Pure: whether Lance can plan the filter is ``operations.read.filter_check``'s
     question, asked by the scan after binding.
     """

@@ -2,7 +2,7 @@
 
 ``DATE '…'``, ``TIMESTAMP '…'`` (with or without a UTC offset) and ``TIME '…'``
 strings are read by :func:`parse_date`, :func:`parse_timestamp` and
-:func:`parse_time`. :func:`cast_literal` folds ``CAST(<literal> AS <type>)`` into
+:func:`parse_time`. :func:`fold_cast` folds ``CAST(<literal> AS <type>)`` into
 a typed literal when the conversion is exact, and :func:`fold_arrow_cast` reads
 ``arrow_cast('<timestamp>', 'Timestamp(<unit>, Some("<zone>"))')``, the form in
 which instants render. Both return :data:`NOT_CASTABLE` for casts the filter AST
@@ -92,7 +92,7 @@ TYPE_SUFFIX_WORDS = word_set("UNSIGNED SIGNED PRECISION VARYING WITH WITHOUT TIM
 NOT_CASTABLE = object()
 
 
-def cast_literal(value: Any, words: list[str], params: list[int]) -> Any:
+def fold_cast(value: Any, words: list[str], params: list[int]) -> Any:
     """Fold ``CAST(<literal> AS <type>)`` into a typed literal.
 
     A string literal is parsed as the target type and a ValueError says why it

@@ -21,8 +21,8 @@ from lance_partitioned.format.expressions import Compare, Expr, Literal, Opaque,
 from lance_partitioned.format.filters.literal_text import (
     NOT_CASTABLE,
     TYPE_SUFFIX_WORDS,
-    cast_literal,
     fold_arrow_cast,
+    fold_cast,
     parse_date,
     parse_time,
     parse_timestamp,
@@ -262,7 +262,7 @@ class ValueParser:
     ) -> SubExpression:
         if operand.kind == "lit":
             try:
-                value = cast_literal(operand.value, words, params)
+                value = fold_cast(operand.value, words, params)
             except (ValueError, ArithmeticError) as exc:
                 raise FilterParseError(
                     f"cannot cast {self.text[operand.start : operand.end]} to {' '.join(words)}: {exc}",

@@ -31,7 +31,7 @@ from lance_partitioned.format.expressions import (
     Ref,
     distinct_from,
 )
-from lance_partitioned.format.filters.literal_text import NOT_CASTABLE, cast_literal
+from lance_partitioned.format.filters.literal_text import NOT_CASTABLE, fold_cast
 from lance_partitioned.format.filters.render import literal_value, quote_identifier, render_literal
 
 
@@ -220,7 +220,7 @@ def cast(operand: Term, type_sql: str, keyword: str = "CAST") -> Term:
         raise ValueError(f"no SQL spelling for a cast to {type_sql}")
     if keyword == "CAST" and operand.kind == "lit":
         try:
-            value = cast_literal(operand.value, words, params)
+            value = fold_cast(operand.value, words, params)
         except (ValueError, ArithmeticError) as exc:
             raise ValueError(f"cannot cast {operand.sql} to {' '.join(words)}: {exc}") from None
         if value is not NOT_CASTABLE:
