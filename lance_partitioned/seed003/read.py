@@ -131,7 +131,7 @@ class Seed003Scan(Scan):
             if kept.num_rows:
                 yield kept.select(out.names)
 
-    def _leaf_table(self, leaf: Leaf, residual: Any = None) -> pa.Table:
+    def _leaf_rows(self, leaf: Leaf, residual: Any = None) -> pa.Table:
         # Leaves are conformed by name here, not by field id as ``Scan`` reads them,
         # and ``_leaf_batches`` derives each leaf's filter itself: ``residual``
         # (what ``Scan.to_arrow`` precomputes for its own reads) is not used.

@@ -208,7 +208,7 @@ class ScanPlan(Sequence[ScanTask]):
             ]
 
 
-def read_leaf_table(
+def read_leaf_rows(
     ds: lance.LanceDataset,
     schema: Schema,
     columns: list[str],
@@ -399,7 +399,7 @@ class Scan:
 
     # -- reading ------------------------------------------------------------
     def _leaf_read_args(self, leaf: Leaf, residual: Any = _UNKNOWN) -> tuple[Any, ...]:
-        """What ``read_leaf`` and ``read_leaf_table`` take for ``leaf``: the leaf opened at
+        """What ``read_leaf`` and ``read_leaf_rows`` take for ``leaf``: the leaf opened at
         its pinned version, the schema, output columns, residual and filter columns.
         ``residual``: the leaf's ``leaf_filter`` when the caller has it already."""
         return (
@@ -428,10 +428,10 @@ class Scan:
         for leaf in self.leaves:
             yield from self._leaf_batches(leaf)
 
-    def _leaf_table(self, leaf: Leaf, residual: Any = _UNKNOWN) -> pa.Table:
+    def _leaf_rows(self, leaf: Leaf, residual: Any = _UNKNOWN) -> pa.Table:
         """One leaf's matching rows as a table (``_leaf_batches``' rows, read at once)."""
         try:
-            table = read_leaf_table(
+            table = read_leaf_rows(
                 *self._leaf_read_args(leaf, residual), batch_size=self.batch_size
             )
         except (OSError, ValueError) as exc:
@@ -460,7 +460,7 @@ class Scan:
         index, texts = self._residuals
         residuals = [texts[i] for i in index.tolist()]
         with ThreadPoolExecutor(_read_threads(len(leaves))) as pool:
-            tables = list(pool.map(self._leaf_table, leaves, residuals))
+            tables = list(pool.map(self._leaf_rows, leaves, residuals))
         return pa.concat_tables(tables)
 
     def to_pandas(self, **kwargs: Any):
