@@ -372,9 +372,7 @@ def _split_terms(tokens: list[tuple[str, Any]], text: str) -> list[list[tuple[st
     return terms
 
 
-def _parse_term(
-    term: list[tuple[str, Any]], schema: Schema, text: str
-) -> tuple[Transform, list[str], str | None]:
+def _parse_term(term: list[tuple[str, Any]], text: str) -> tuple[Transform, list[str], str | None]:
     alias = None
     if len(term) >= 3 and term[-2][0] == "ident" and term[-2][1].lower() == "as":
         if term[-1][0] not in ("ident", "quoted"):
@@ -475,7 +473,7 @@ def _fields_from_text(
     used = {f.field_id for f in prior}
     fields: list[PartitionField] = []
     for term in _split_terms(_tokenize(text), text):
-        transform, cols, alias = _parse_term(term, schema, text)
+        transform, cols, alias = _parse_term(term, text)
         try:
             sids = tuple(schema.field_id(c) for c in cols)
         except Exception as exc:

@@ -63,7 +63,7 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def vector_column(schema: Schema, defs: dict[str, IndexDefinition], column: str | None) -> str:
+def vector_column(schema: Schema, column: str | None) -> str:
     """The vector column to search: ``column``, else the only vector column of the schema."""
     if column is not None:
         if not schema.has_field(column):
@@ -383,7 +383,7 @@ def check_request(
     vector_query, text_query, vcol_arg, tcol_arg = _split_query(query, query_type, column)
     vector = text = None
     if vector_query is not None:
-        vcol = vector_column(schema, defs, vcol_arg)
+        vcol = vector_column(schema, vcol_arg)
         dim = vector_dimension(schema.field(vcol).type)
         m = resolve_metric(defs, schema, vcol, metric)
         queries, batch = query_vectors(vector_query, dim, vcol, m)

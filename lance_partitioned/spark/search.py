@@ -164,7 +164,7 @@ def plan_search(
     snapshot = load_snapshot(str(root), version, storage_options)
     defs = load_definitions(snapshot)
     schema = snapshot.schema
-    vcol = vector_column(schema, defs, column)
+    vcol = vector_column(schema, column)
     dim = vector_dimension(schema.field(vcol).type)
     assert dim is not None  # vector_column checked it
     resolved_metric = resolve_metric(defs, schema, vcol, metric)
