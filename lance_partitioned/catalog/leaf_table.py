@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_partitioned.catalog.layout import join_id, spec_namespace
+
 # What a ``Leaf`` is made of, besides the partition columns of every spec.
 LEAF_COLUMNS = ("object_id", "location", "read_version", "read_branch", "read_tag")
 # Rows converted to Python objects at a time while iterating.
@@ -86,7 +88,7 @@ def spec_ids_of(object_ids: pa.ChunkedArray | pa.Array, known: Sequence[int] = (
         object_ids = object_ids.combine_chunks()
     out = pa.nulls(len(object_ids), pa.int64())
     for sid in known:
-        hit = pc.starts_with(object_ids, f"v{sid}$")
+        hit = pc.starts_with(object_ids, join_id(spec_namespace(sid), ""))
         out = pc.if_else(hit, pa.scalar(sid, pa.int64()), out)
     rest = pc.is_null(out)
     if pc.any(rest).as_py():
