@@ -27,7 +27,7 @@ NOT_CACHES = {
         "Lance's session for __manifest: Lance bounds its caches, and it holds the "
         "store's connections (like leaf_open.read_session)"
     ),
-    "lance_partitioned.operations.txn.driver._paused": "pause points already taken (tests)",
+    "lance_partitioned.operations.txn.failpoints._paused": "failpoints already passed (tests)",
 }
 CONTAINERS = {
     "dict",

@@ -201,7 +201,7 @@ def _sources_containing(text: str) -> list[str]:
 # own directory, Spark's scan log and hook files, the join's local spill directory, the
 # package's own source location, and the JDK and build cache of the Spark extension.
 _LOCAL_ONLY = {
-    "operations/txn/driver.py",
+    "operations/txn/failpoints.py",
     "format/time_ranges.py",
     "operations/join/execution.py",
     "spark/datasource.py",

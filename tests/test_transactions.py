@@ -173,7 +173,9 @@ def test_failed_write_leaves_nothing_behind(ns, store, monkeypatch, caplog, wher
             lambda *a, **k: real_writer(*a, **{**k, "create_leaves": False}),
         )
     if where == "sequential":  # staging stops at the first failure: some leaves never staged
-        monkeypatch.setenv("LP_TEST_PAUSE_AT", "no-such-point")
+        import lance_partitioned.operations.txn.driver as driver
+
+        monkeypatch.setattr(driver, "STAGE_THREADS", 1)
     calls = []
 
     def failing(real):

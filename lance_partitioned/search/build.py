@@ -36,7 +36,8 @@ from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point
+from lance_partitioned.operations.txn.driver import LeafTransaction
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.staged_check import StagedLeaf
 from lance_partitioned.search.definitions import (
     IndexDefinition,

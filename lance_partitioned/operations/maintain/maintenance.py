@@ -43,7 +43,8 @@ from lance_partitioned.errors import (
 from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction, new_txn_id, pause_point
+from lance_partitioned.operations.txn.driver import LeafTransaction, new_txn_id
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
     foreign_versions,

@@ -26,8 +26,6 @@ staging many leaves in parallel.
 from __future__ import annotations
 
 import logging
-import os
-import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -43,45 +41,17 @@ from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.parallel import for_each
 from lance_partitioned.operations.txn.staged_check import StagedLeaf, check_staged_all
 from lance_partitioned.operations.txn.staging import stage_leaf, unstage_leaf
 
 log = logging.getLogger(__name__)
 
-PAUSE_ENV = "LP_TEST_PAUSE_AT"
-PAUSE_DIR_ENV = "LP_TEST_PAUSE_DIR"
-
-_paused: set[str] = set()
-
 
 def new_txn_id() -> str:
     """A fresh transaction id (32 lowercase hex characters)."""
     return uuid.uuid4().hex
-
-
-def pause_point(name: str) -> None:
-    """Test hook: when ``LP_TEST_PAUSE_AT`` lists ``name``, stop here once.
-
-    Writes ``<LP_TEST_PAUSE_DIR>/<name>.paused`` and waits until the test
-    creates ``<name>.go`` (or kills the process). Costs one environment lookup
-    otherwise.
-    """
-    points = os.environ.get(PAUSE_ENV)
-    if not points or name not in points.split(",") or name in _paused:
-        return
-    _paused.add(name)
-    folder = os.environ.get(PAUSE_DIR_ENV, ".")
-    with open(os.path.join(folder, f"{name}.paused"), "w") as fh:
-        fh.write(str(os.getpid()))
-    go = os.path.join(folder, f"{name}.go")
-    while not os.path.exists(go):
-        time.sleep(0.01)
-
-
-def pausing() -> bool:
-    """Whether a test hook is active (staging then runs leaf by leaf, deterministically)."""
-    return bool(os.environ.get(PAUSE_ENV))
 
 
 STAGE_THREADS = 8  # leaves staged at once: Lance releases the GIL while it commits
@@ -90,22 +60,26 @@ STAGE_THREADS = 8  # leaves staged at once: Lance releases the GIL while it comm
 def run_parallel(
     items: Sequence[Any], fn: Callable[[Any], Any], on_done: Callable[[Any, Any], None]
 ) -> None:
-    """Apply ``fn`` to every item (on ``STAGE_THREADS`` threads unless a test pause is active).
+    """Apply ``fn`` to every item on ``STAGE_THREADS`` threads.
 
     ``on_done(item, result)`` records each success as it happens (one at a
     time), so that a failure elsewhere can still roll back what succeeded.
     After the first failure no further item starts; those already running
-    finish, then the first failure is raised (``parallel.for_each``).
+    finish, then the first failure is raised (``parallel.for_each``). The
+    failpoint ``leaf_staged`` is passed once the first item is recorded (the
+    other threads go on until they need to record theirs).
     """
     if not items:
         return
-    if pausing() or len(items) == 1:
-        for i, item in enumerate(items):
-            on_done(item, fn(item))
-            if i == 0:
-                pause_point("leaf_staged")
-        return
-    for_each(items, fn, min(STAGE_THREADS, len(items)), on_done)
+    first = [True]
+
+    def done(item: Any, result: Any) -> None:
+        on_done(item, result)
+        if first[0]:
+            first[0] = False
+            pause_point("leaf_staged")
+
+    for_each(items, fn, min(STAGE_THREADS, len(items)), done)
 
 
 @dataclass

@@ -18,7 +18,8 @@ from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point, replanned
+from lance_partitioned.operations.txn.driver import LeafTransaction, replanned
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.staged_check import StagedLeaf
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ from lance_partitioned.format.filters.visitor import referenced_columns
 from lance_partitioned.operations.leaf.leaf_changes import DeleteRows
 from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.read.scan_filter import FilterLike
-from lance_partitioned.operations.txn.driver import LeafTransaction, pause_point, replanned
+from lance_partitioned.operations.txn.driver import LeafTransaction, replanned
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.leases import Lease
 from lance_partitioned.operations.txn.staged_check import StagedLeaf
 

@@ -29,7 +29,8 @@ from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations.leaf.field_ids import IdLayout
 from lance_partitioned.operations.leaf.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
 from lance_partitioned.operations.leaf.leaf_schema import namespace_layout
-from lance_partitioned.operations.txn.driver import LeafTransaction, StagedSet, pause_point
+from lance_partitioned.operations.txn.driver import LeafTransaction, StagedSet
+from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.leases import Lease
 from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
