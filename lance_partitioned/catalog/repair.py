@@ -15,7 +15,7 @@ JSON and the table metadata (schema, specs) survive; ``read_*`` and
   else NULL (the row then reads the leaf's latest version, and a warning says
   so).
 
-Opening never writes (issue 10 D12): ``Snapshot.load`` reads a damaged version
+Opening never writes: ``Snapshot.load`` reads a damaged version
 through ``view``, an in-memory Lance dataset of the rebuilt rows, and logs what
 is missing; writes refuse (``NamespaceDamagedError``) until ``ns.repair()``
 calls ``repair``: one strict compare-and-swap ``Overwrite`` on ``__manifest`` on

@@ -200,7 +200,7 @@ class EvolutionMethods(NamespaceHandle):
         """Give every partition whose Lance field ids drift from the namespace's the
         namespace ``lance:field_id``s (seed 000), in one atomic transaction.
 
-        Leaves written by versions of this library before issue 10 may drift
+        Leaves written by versions of this library before field ids were aligned may drift
         (``validate()`` reports them). Data files are reused, not rewritten, except
         fragments with deleted rows; aligned partitions are not touched.
 

@@ -1,4 +1,4 @@
-"""Temporary views see the writes made through them (issue 10 item 16).
+"""Temporary views see the writes made through them.
 
 PySpark 4.3 keeps a Python source's planned read (its partitions and read
 function) on the relation's ``PythonDataSourceV2`` and reuses it for every later

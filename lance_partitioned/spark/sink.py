@@ -20,7 +20,7 @@ Files that no message names are not reclaimed here: a task killed after it
 flushed files (a lost executor, speculation's losing attempt, a retried task's
 first attempt), or a task that failed inside a flush. A failing task deletes the
 files it had recorded itself before it re-raises. The rest are orphans that no
-version references and no reader sees; ``vacuum`` (issue 5) removes them.
+version references and no reader sees; ``vacuum`` removes them.
 """
 
 from __future__ import annotations

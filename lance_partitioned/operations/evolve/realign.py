@@ -1,6 +1,6 @@
 """Realigning leaves whose Lance field ids drifted from the namespace's (seed 000).
 
-Versions of this library before issue 10 created leaves with Lance's own
+Versions of this library before field ids were aligned created leaves with Lance's own
 numbering, so after a column was dropped a new leaf's ids were ``0, 1, 2, …``
 while the namespace said ``0, 2, 3, …``. They recorded the namespace ids under
 ``lance-partitioned:field_id`` and read correctly, but a reader that matches
