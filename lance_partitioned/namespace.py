@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,6 +35,7 @@ from lance_partitioned.operations.write.delete import DeleteResult, delete_rows,
 from lance_partitioned.operations.write.input import DataLike, iter_batches
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
 from lance_partitioned.operations.write.publish import WriteMode
+from lance_partitioned.seed003 import handle as seed003_handle
 
 __all__ = [
     "NamespaceHandle",
@@ -51,8 +52,6 @@ __all__ = [
     "to_schema",
 ]
 
-if TYPE_CHECKING:
-    from lance_partitioned.seed003 import Seed003Namespace
 
 log = logging.getLogger(__name__)
 
@@ -313,7 +312,7 @@ def open(
     version: int | str | None = None,
     storage_options: dict[str, str] | None = None,
     asof: Any = None,
-) -> PartitionedNamespace | Seed003Namespace:  # noqa: A001
+) -> PartitionedNamespace | seed003_handle.Seed003Namespace:  # noqa: A001
     """Open the partitioned namespace at ``root``.
 
     At its latest ``__manifest`` version, or at ``version`` (a number or a tag
@@ -333,10 +332,8 @@ def open(
         return PartitionedNamespace.open(root, version, storage_options, asof=asof)
     except NotAPartitionedNamespaceError:
         # seed 003's earlier layout opens read-only (lp.convert rewrites it)
-        from lance_partitioned import seed003
-
-        if version is None and asof is None and seed003.detect(str(root), storage_options):
-            return seed003.Seed003Namespace.open(str(root), storage_options)
+        if version is None and asof is None and seed003_handle.detect(str(root), storage_options):
+            return seed003_handle.Seed003Namespace.open(str(root), storage_options)
         raise
 
 
@@ -379,3 +376,9 @@ def clear_caches() -> None:
         ns.plan("k = 1")  # reads and binds everything again
     """
     caches.clear_all()
+
+
+# the read-only seed-003 handle refuses every method of PartitionedNamespace by name
+seed003_handle.NAMESPACE_METHODS.update(
+    name for name in dir(PartitionedNamespace) if not name.startswith("_")
+)

@@ -116,22 +116,7 @@ def _cyclic_groups(graph: dict[str, set[str]]) -> list[set[str]]:
 
 
 # Import cycles that remain, each with why it needs more than a move to break.
-KNOWN_CYCLES = {
-    frozenset({"catalog.history", "catalog.manifest"}): (
-        "Manifest.dataset explains a version cleanup removed through "
-        "history.removed_version_error, and history's functions take a Manifest: "
-        "breaking it moves the cleanup record out of history (a redesign)"
-    ),
-    frozenset({"namespace", "seed003", "seed003.handle"}): (
-        "lp.open falls back to the read-only seed-003 handle, and the handle refuses, by "
-        "name, every PartitionedNamespace method: breaking it needs open() above both, "
-        "or the refused names handed to the handle"
-    ),
-    frozenset({"spark", "spark.session", "spark.storage_partitioned_join"}): (
-        "spark/__init__ (register, read_arrow) and two of its own modules call each "
-        "other; left to the Spark work, whose tests need a Spark session"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}  # none left
 
 
 def test_no_modules_import_each_other():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import lance
 
@@ -19,8 +19,23 @@ from lance_partitioned.catalog import sidecar
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.errors import PartitionedNamespaceError, VersionNotFoundError
 
-if TYPE_CHECKING:  # manifest imports this module to explain a missing version
-    from lance_partitioned.catalog.manifest import Manifest
+
+class ManifestLike(Protocol):
+    """What history reads of a ``catalog.manifest.Manifest``. ``Manifest`` imports this
+    module to explain a missing version, so history names the members it uses
+    instead of importing the class back."""
+
+    root: str
+    uri: str
+    storage: Any
+
+    def dataset(self, version: int | str | None = None) -> lance.LanceDataset: ...
+
+    def first_partitioned(self, versions: list[int]) -> int: ...
+
+    def open_checked(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def check_intact(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def _local_naive(ts: dt.datetime) -> dt.datetime:
@@ -30,7 +45,7 @@ def _local_naive(ts: dt.datetime) -> dt.datetime:
     return ts.astimezone().replace(tzinfo=None)
 
 
-def versions(manifest: Manifest) -> list[dict[str, Any]]:
+def versions(manifest: ManifestLike) -> list[dict[str, Any]]:
     """``__manifest`` versions, oldest first: ``{"version", "timestamp"}`` (naive local time).
 
     Only versions ``lp.open(root, version=N)`` reads: the ones before the
@@ -46,7 +61,7 @@ def versions(manifest: Manifest) -> list[dict[str, Any]]:
     ]
 
 
-def version_asof(manifest: Manifest, asof: dt.datetime | dt.date | str) -> int:
+def version_asof(manifest: ManifestLike, asof: dt.datetime | dt.date | str) -> int:
     """The newest ``__manifest`` version committed at or before ``asof``.
 
     ``asof`` is a datetime (naive = local time, as Lance reports versions; aware
@@ -69,12 +84,12 @@ def version_asof(manifest: Manifest, asof: dt.datetime | dt.date | str) -> int:
     return best
 
 
-def tags(manifest: Manifest) -> dict[str, int]:
+def tags(manifest: ManifestLike) -> dict[str, int]:
     """Tag name → ``__manifest`` version."""
     return {name: info["version"] for name, info in sorted(manifest.dataset().tags.list().items())}
 
 
-def create_tag(manifest: Manifest, name: str, version: int) -> None:
+def create_tag(manifest: ManifestLike, name: str, version: int) -> None:
     """Name ``__manifest`` version ``version``; fails if the tag exists, or if the
     name is a number (``--version 2`` in the CLI means version 2, so such a tag
     could never be read by name)."""
@@ -91,7 +106,7 @@ def create_tag(manifest: Manifest, name: str, version: int) -> None:
     ds.tags.create(name, version)
 
 
-def delete_tag(manifest: Manifest, name: str) -> None:
+def delete_tag(manifest: ManifestLike, name: str) -> None:
     """Remove a tag (its versions become eligible for cleanup)."""
     ds = manifest.dataset()
     if name not in ds.tags.list():
@@ -122,7 +137,7 @@ def _ranges(versions: list[int]) -> str:
 
 
 def record_cleanup(
-    manifest: Manifest,
+    manifest: ManifestLike,
     older_than: dt.timedelta,
     cutoff: dt.datetime,
     manifest_versions: list[int],
@@ -146,7 +161,7 @@ def record_cleanup(
     sidecar.write_json(manifest.storage, path, entries[-CLEANUP_RECORDS_KEPT:])
 
 
-def _cleanups(manifest: Manifest, version: int | None = None) -> list[dict[str, Any]]:
+def _cleanups(manifest: ManifestLike, version: int | None = None) -> list[dict[str, Any]]:
     """The recorded cleanups (that removed ``__manifest`` version ``version``), oldest first."""
     path = sidecar.path(manifest.uri, CLEANUP_RECORD)
     entries = sidecar.read_json(manifest.storage, path)
@@ -156,7 +171,7 @@ def _cleanups(manifest: Manifest, version: int | None = None) -> list[dict[str, 
     return entries
 
 
-def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
+def _cleanup_note(manifest: ManifestLike, version: int | None = None) -> str:
     """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
     ``version`` (None: the latest recorded cleanup) and the retention it used."""
     entries = _cleanups(manifest, version)
@@ -174,7 +189,7 @@ def _cleanup_note(manifest: Manifest, version: int | None = None) -> str:
     )
 
 
-def _existing(manifest: Manifest) -> tuple[list[int], dict[str, int]] | None:
+def _existing(manifest: ManifestLike) -> tuple[list[int], dict[str, int]] | None:
     try:
         latest = manifest.dataset()
         return [v["version"] for v in latest.versions()], tags(manifest)
@@ -182,7 +197,7 @@ def _existing(manifest: Manifest) -> tuple[list[int], dict[str, int]] | None:
         return None
 
 
-def removed_version_error(manifest: Manifest, version: Any) -> VersionNotFoundError | None:
+def removed_version_error(manifest: ManifestLike, version: Any) -> VersionNotFoundError | None:
     """The error for ``__manifest`` version ``version`` if cleanup removed it, else None.
 
     A version is "removed" when it is below the latest yet no longer exists
@@ -210,7 +225,7 @@ def removed_version_error(manifest: Manifest, version: Any) -> VersionNotFoundEr
 
 
 def explain_failed_read(
-    manifest: Manifest,
+    manifest: ManifestLike,
     version: int,
     location: str | None = None,
     leaf_version: Any = None,

@@ -23,6 +23,11 @@ from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.seed003 import layout as seed003
 from lance_partitioned.seed003.read import Seed003Scan, Seed003Snapshot
 
+# The public methods of ``PartitionedNamespace``, which the handle refuses by name.
+# ``lance_partitioned.namespace`` fills it when it is imported (it imports this
+# module, so this module does not import it back).
+NAMESPACE_METHODS: set[str] = set()
+
 
 def detect(root: str, storage_options: dict[str, str] | None = None) -> bool:
     """Whether ``root`` holds a namespace in seed 003's layout (reads only its metadata)."""
@@ -148,9 +153,7 @@ class Seed003Namespace:
     def __getattr__(self, name: str) -> Any:
         # Every other PartitionedNamespace operation changes the namespace (or needs
         # seed-000 metadata): refuse it by name rather than with an AttributeError.
-        from lance_partitioned.namespace import PartitionedNamespace
-
-        if not name.startswith("_") and hasattr(PartitionedNamespace, name):
+        if not name.startswith("_") and name in NAMESPACE_METHODS:
 
             def refused(*args: Any, **kwargs: Any) -> NoReturn:
                 self._refuse(name)

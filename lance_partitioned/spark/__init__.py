@@ -22,73 +22,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource, projected_schema
-from lance_partitioned.spark.extension import EXTENSION_CLASS, extension_active, extension_conf
-from lance_partitioned.spark.options import install_log_redaction
-from lance_partitioned.spark.planning import (
-    DEFAULT_MIN_TASKS,
-    DEFAULT_ROWS_PER_TASK,
-    ReadOptions,
-    load_snapshot,
-    plan_read,
-    read_task,
-)
-from lance_partitioned.spark.refresh import install as install_refresh_hook
+from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource
+from lance_partitioned.spark.extension import extension_conf
+from lance_partitioned.spark.map_read import read_arrow
+from lance_partitioned.spark.planning import DEFAULT_MIN_TASKS, load_snapshot, plan_read
 from lance_partitioned.spark.refresh import refresh
+from lance_partitioned.spark.registration import register
 from lance_partitioned.spark.search import plan_search, search
 from lance_partitioned.spark.session import local_session, stop_session
-from lance_partitioned.spark.types import (
-    UnsupportedTypeError,
-    arrow_to_spark,
-    spark_arrow_schema,
-    spark_to_arrow,
-)
+from lance_partitioned.spark.types import UnsupportedTypeError, arrow_to_spark, spark_to_arrow
 
 log = logging.getLogger(__name__)
 
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 OVERWRITE_MODE_CONF = "spark.sql.sources.partitionOverwriteMode"
-
-
-def register(spark: SparkSession) -> None:
-    """Register the ``lance_partitioned`` source and turn on Python filter pushdown.
-
-    Also makes this session's temporary views see the writes made through Spark
-    (``lance_partitioned.spark.refresh``), and keeps storage secrets passed as
-    ``storage.<key>`` options out of py4j's DEBUG log of driver-JVM commands.
-    Warns when the session lacks the extension ``pushFilters`` needs
-    (``extension_conf()``): its filters then all stay with Spark.
-    """
-    install_log_redaction()
-    spark.dataSource.register(LancePartitionedDataSource)
-    if not extension_active(spark):
-        log.warning(
-            "this Spark session was started without %s, so pushFilters cannot prune: "
-            "Spark applies every filter itself. Start sessions with "
-            "lance_partitioned.spark.extension_conf() (spark.sql.extensions and "
-            "spark.driver.extraClassPath), as local_session() does",
-            EXTENSION_CLASS,
-        )
-    try:
-        install_refresh_hook(spark)
-    except Exception as exc:  # e.g. no writable temp dir: reads and writes still work
-        log.warning(
-            "could not install the view refresh hook (%s): after a write, re-create "
-            "temporary views or call lance_partitioned.spark.refresh(spark)",
-            exc,
-        )
-    try:
-        spark.conf.set(PUSHDOWN_CONF, "true")
-    except Exception as exc:  # e.g. a locked-down session; reads still work, unpruned
-        log.warning(
-            "could not set %s=true (%s): filters will not be pushed down", PUSHDOWN_CONF, exc
-        )
 
 
 def write(
@@ -142,59 +93,6 @@ def read_scan_log(path: str) -> list[dict[str, Any]]:
         return []
 
 
-def read_arrow(
-    spark: SparkSession,
-    root: str,
-    columns: Sequence[str] | None = None,
-    filter: Any = None,
-    *,
-    version: int | str | None = None,
-    batch_size: int | None = None,
-    storage_options: dict[str, str] | None = None,
-    rows_per_task: int = DEFAULT_ROWS_PER_TASK,
-) -> DataFrame:
-    """A DataFrame of the namespace with projection and filter applied at the source.
-
-    Planned here on the driver (one pinned snapshot), then read by ``mapInArrow``
-    over one task descriptor per input partition. The filter runs inside Lance with
-    Lance's SQL semantics; Spark does not evaluate it again.
-    """
-    snapshot = load_snapshot(str(root), version, storage_options)
-    arrow = projected_schema(snapshot, tuple(columns) if columns else None)
-    schema = arrow_to_spark(arrow)
-    min_tasks = max(1, spark.sparkContext.defaultParallelism)
-    # At least one task per core, however small the data (callers such as the
-    # join planner rely on the scan being spread out).
-    plan, scan = plan_read(
-        snapshot,
-        filter,
-        arrow.names,
-        rows_per_task=rows_per_task,
-        min_tasks=min_tasks,
-        min_rows_per_task=1,
-    )
-    if not plan.tasks:
-        return spark.createDataFrame([], schema)
-    tasks = plan.tasks
-    options = ReadOptions(
-        columns=tuple(arrow.names),
-        target=spark_arrow_schema(schema),
-        schema=scan.snapshot.schema,
-        filter_columns=tuple(scan.filter_columns),
-        batch_size=batch_size,
-        storage_options=storage_options,
-    )
-
-    def read_tasks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                yield from read_task(tasks[i], options)
-
-    n = len(tasks)
-    return spark.range(0, n, 1, n).mapInArrow(read_tasks, schema)
-
-
-# Storage partitioned join; imported last because it uses read_arrow above.
 from lance_partitioned.spark.storage_partitioned_join import (  # noqa: E402
     Side,
     join,

@@ -54,7 +54,7 @@ def local_session(
     (errors only) unless ``conf`` sets ``spark.driver.extraJavaOptions``. The JVM's
     own "Using incubator modules" line, caused by Spark's launcher, remains.
     """
-    from lance_partitioned.spark import register
+    from lance_partitioned.spark.registration import register
 
     # Workers must run this interpreter: it is the one with lance_partitioned installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

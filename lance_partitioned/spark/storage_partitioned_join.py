@@ -147,7 +147,7 @@ def _read_leaves(
 ) -> DataFrame:
     """A side's read columns from ``leaves`` (None: every selected leaf) at the pinned version."""
     if leaves is None:
-        from lance_partitioned.spark import read_arrow
+        from lance_partitioned.spark.map_read import read_arrow
 
         return read_arrow(
             spark,
