@@ -167,7 +167,7 @@ def leaf_columns_target(
         if schema.field_id(f.name) not in ns_ids
         and (only is None or only.intersection(namespace_field_ids(f, schema.field_id(f.name))))
     ]
-    widened = lagging_columns(ds, schema, only)
+    widened = _lagging(base.arrow, ns_ids, schema, only)
     if not missing and not widened:
         if only is None:
             with _COMPLETE_LOCK:
@@ -212,19 +212,20 @@ def leaf_columns_target(
     return LeafColumnsTarget(layout, tuple(held), tuple(missing), tuple(widened))
 
 
-def lagging_columns(
-    ds: lance.LanceDataset, schema: Schema, only: set[int] | None = None
+def _lagging(
+    fields: pa.Schema, ns_ids: list[int], schema: Schema, only: set[int] | None
 ) -> list[str]:
     """Leaf columns (leaf names) whose type lags a lossless widening of their namespace
-    column; with ``only``, just those whose field ids occur in it. Other type
-    differences are not lags (``check_leaf`` reports them)."""
-    out = []
-    for fid, lf in leaf_fields_by_id(ds).items():
-        if not schema.has_id(fid) or (only is not None and fid not in only):
-            continue
-        if is_lossless_widening(lf.type, schema.field_by_id(fid).type):
-            out.append(lf.name)
-    return out
+    column (``ns_ids[i]`` is the namespace id of ``fields[i]``); with ``only``, just
+    those whose field ids occur in it. Other type differences are not lags
+    (``check_leaf`` reports them)."""
+    return [
+        f.name
+        for f, fid in zip(fields, ns_ids, strict=True)
+        if schema.has_id(fid)
+        and (only is None or fid in only)
+        and is_lossless_widening(f.type, schema.field_by_id(fid).type)
+    ]
 
 
 def leaf_fields_by_id(ds: lance.LanceDataset) -> dict[int, pa.Field]:
