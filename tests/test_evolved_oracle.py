@@ -327,3 +327,23 @@ def test_is_distinct_from_over_an_evolved_namespace(evolved, col, data, negated,
         sql, expr = f"NOT ({sql})", ~expr
     want = sorted(source.filter(expr)["id"].to_pylist())
     assert sorted(ns.scan(sql, columns=["id"]).to_arrow()["id"].to_pylist()) == want, sql
+
+
+def test_validate_reports_a_dropped_column_a_leaf_still_names_and_align_removes_it(tmp_path):
+    """A namespace whose drop_column did not reach its leaves (written before, or a crash
+    between the schema commit and the leaves' commit): validate names the clash, and
+    align_leaves removes the old column in one commit."""
+    schema = pa.schema([("p", pa.int32()), ("c", pa.string())])
+    ns = lp.create(str(tmp_path / "ns"), schema, "p")
+    ns.append(pa.table({"p": [1, 2], "c": ["secret1", "secret2"]}, schema=schema))
+    # the schema changes alone, as before drop_column reached the leaves
+    ns._evolve_schema(lambda s: s.drop_column("c"))
+    ns._evolve_schema(lambda s: s.add_column(pa.field("c", pa.string())))
+    problems = lp.open(ns.root).validate()
+    assert len(problems) == 2 and all("holds a dropped column" in p for p in problems)
+    assert ns.align_leaves().leaves_aligned != []
+    assert lp.open(ns.root).validate() == []
+    for task in lp.open(ns.root).plan():
+        leaf = lance.dataset(task.uri, version=task.read_version)
+        assert "c" not in leaf.schema.names
+    assert lp.open(ns.root).scan().to_arrow()["c"].null_count == 2
