@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource
 from lance_partitioned.spark.extension import extension_conf
 from lance_partitioned.spark.map_read import read_arrow
+from lance_partitioned.spark.merge import merge
 from lance_partitioned.spark.planning import DEFAULT_MIN_TASKS, load_snapshot, plan_read
 from lance_partitioned.spark.refresh import refresh
 from lance_partitioned.spark.registration import register
@@ -111,6 +112,7 @@ __all__ = [
     "arrow_to_spark",
     "extension_conf",
     "local_session",
+    "merge",
     "plan_info",
     "read_arrow",
     "plan_search",

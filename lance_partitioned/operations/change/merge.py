@@ -33,7 +33,12 @@ import pyarrow as pa
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import ColumnNotFoundError, InvalidArgumentError
+from lance_partitioned.errors import (
+    ColumnNotFoundError,
+    CommitConflictError,
+    InvalidArgumentError,
+    SchemaError,
+)
 from lance_partitioned.operations.change.apply import Applied, RowChanges, changed
 from lance_partitioned.operations.change.matching import (
     LeafMatches,
@@ -135,6 +140,12 @@ class MergeBuilder:
         self._clauses.append(clause)
         return self
 
+    def _check_clauses(self) -> None:
+        if not self._clauses:
+            raise InvalidArgumentError(
+                "a merge needs at least one clause, e.g. when_matched_update_all()"
+            )
+
     def execute(self, **options: Any) -> MergeResult:
         """Plan and publish the merge in one ``__manifest`` commit; return a ``MergeResult``.
 
@@ -144,11 +155,18 @@ class MergeBuilder:
         to the retry policy's tries, then CommitConflictError (retryable).
         Nothing is written when the source or the clauses are refused.
         """
-        if not self._clauses:
-            raise InvalidArgumentError(
-                "a merge needs at least one clause, e.g. when_matched_update_all()"
-            )
-        source = read_source(self._data, self._schema_of(), self._on)
+        self._check_clauses()
+        schema = self._schema_of()
+        source = read_source(self._data, schema, self._on)
+        if any(c.kind == "insert" for c in self._clauses):
+            missing = [
+                f.name for f in schema.arrow if not f.nullable and f.name not in source.columns
+            ]
+            if missing:
+                raise SchemaError(
+                    f"the source lacks the non-nullable column(s) {missing} that inserted rows "
+                    "need; nothing was written"
+                )
         result = changed(
             self._manifest,
             "merge",
@@ -203,22 +221,43 @@ def _matched(
     for i, clause in enumerate(matched):
         open_ = action == -1
         action[open_ & rows.truth(clause.condition, f"the {clause.kind} condition")] = i
+    _remove_taken(changes, pairs, leaf_of, addresses, action >= 0)
     updated = deleted = 0
     for i, clause in enumerate(matched):
         taken = action == i
         if not taken.any():
             continue
-        for j, m in enumerate(pairs):
-            changes.remove(m.leaf.object_id, addresses[taken & (leaf_of == j)])
         if clause.kind == "delete":
             deleted += int(taken.sum())
             continue
         updated += int(taken.sum())
-        exprs = _assignments(clause, source, schema)
         idx = pa.array(np.flatnonzero(taken))
+        exprs = _assignments(clause, source, schema)
+        if all(e == f"source.{quoted(n)}" for n, e in exprs.items()):
+            # every column straight from the source: no SQL to run
+            changes.write(source_side.take(idx).select(list(exprs)))
+            continue
         subset = PairedRows(source_side.take(idx), None if target is None else target.take(idx))
         changes.write(subset.assigned(exprs, schema, "the update"))
     return updated, deleted
+
+
+def _remove_taken(
+    changes: RowChanges,
+    pairs: list[LeafMatches],
+    leaf_of: np.ndarray,
+    addresses: np.ndarray,
+    taken: np.ndarray,
+) -> None:
+    """Remove the target rows of the ``taken`` pairs, leaf by leaf (one sort, not a pass
+    per leaf)."""
+    leaves, found = leaf_of[taken], addresses[taken]
+    order = np.argsort(leaves, kind="stable")
+    leaves, found = leaves[order], found[order]
+    bounds = np.flatnonzero(np.diff(leaves)) + 1
+    for group, part in zip(np.split(leaves, bounds), np.split(found, bounds), strict=True):
+        if len(group):
+            changes.remove(pairs[int(group[0])].leaf.object_id, part)
 
 
 def _needs_target(source: ChangeSource, clauses: Sequence[_Clause], schema: Any) -> bool:
@@ -258,6 +297,10 @@ def _rows_at(snapshot: Snapshot, m: LeafMatches, addresses: np.ndarray) -> pa.Ta
     ds: lance.LanceDataset = snapshot.open_leaf(m.leaf)
     mapping = ReadMapping(snapshot.schema, snapshot.schema.names, ds, m.leaf.object_id)
     rows = ds._take_rows(addresses.tolist(), columns=mapping.leaf_columns)
+    if rows.num_rows != len(addresses):  # Lance skips addresses it cannot find
+        raise CommitConflictError(
+            f"partition {m.leaf.object_id!r} changed while the merge read it; retry"
+        )
     return mapping.conform_table(rows)
 
 
