@@ -89,3 +89,30 @@ def test_two_merges_of_one_new_key_never_duplicate_it(tmp_path, monkeypatch):
     assert (result.rows_inserted, result.rows_updated) == (0, 1)
     rows = lp.open(root).to_arrow().to_pylist()
     assert sorted((r["id"], r["g"], r["v"]) for r in rows) == [(1, "a", 0.0), (5, "a", 1.0)]
+
+
+def test_an_append_published_while_a_merge_plans_is_kept(tmp_path, monkeypatch):
+    """CHANGES.md §5: an append into a partition the merge does not touch, published
+    while the merge is planned, survives the merge (which may plan again: Lance
+    refuses an update of ``__manifest`` another update preempted), and the merge's
+    change is there too."""
+    schema = pa.schema([("id", pa.int64()), ("g", pa.string()), ("v", pa.float64())])
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, schema, "g")
+    ns.append(pa.table({"id": [1, 2], "g": ["a", "b"], "v": [0.0, 0.0]}, schema))
+    real = merge_module.plan_merge
+    plans = []
+
+    def plan_then_append(snapshot, source, clauses):
+        planned = real(snapshot, source, clauses)
+        plans.append(snapshot.version)
+        if len(plans) == 1:
+            lp.open(root).append(pa.table({"id": [9], "g": ["b"], "v": [9.0]}, schema))
+        return planned
+
+    monkeypatch.setattr(merge_module, "plan_merge", plan_then_append)
+    change = pa.table({"id": [1], "g": ["a"], "v": [1.0]}, schema)
+    result = lp.open(root).merge(change, on="id").when_matched_update_all().execute()
+    assert result.rows_updated == 1 and result.version == lp.open(root).version
+    rows = lp.open(root).to_arrow().to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, 1.0), (2, 0.0), (9, 9.0)]
