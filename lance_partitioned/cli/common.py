@@ -37,17 +37,36 @@ class Context:
         return lp.open(self.root, version=version, storage_options=self.storage_options)
 
 
-def parse_storage_options(values: tuple[str, ...]) -> dict[str, str] | None:
-    """``("k=v", ...)`` → ``{"k": "v"}``; None when empty."""
-    out: dict[str, str] = {}
+def key_values(
+    values: tuple[str, ...], option: str, form: str = "key=value"
+) -> list[tuple[str, str]]:
+    """``("k=v", ...)`` → ``[("k", "v"), ...]``, split at the first ``=`` (so a value may
+    hold ``=``: ``--set "flag=a = b"``), keys stripped; ``form`` names the expected shape."""
+    out: list[tuple[str, str]] = []
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(
-                f"expected key=value, got {item!r}", param_hint="'--storage-option'"
-            )
-        out[key.strip()] = value
-    return out or None
+            raise click.BadParameter(f"expected {form}, got {item!r}", param_hint=f"'{option}'")
+        out.append((key.strip(), value))
+    return out
+
+
+def parse_storage_options(values: tuple[str, ...]) -> dict[str, str] | None:
+    """``("k=v", ...)`` → ``{"k": "v"}``; None when empty."""
+    return dict(key_values(values, "--storage-option")) or None
+
+
+def parse_assignments(values: tuple[str, ...]) -> dict[str, str]:
+    """``--set`` values, ``("price=price * 1.1", ...)`` → ``{"price": "price * 1.1"}``:
+    each column once, each given SQL (the columns themselves are checked by the library)."""
+    out: dict[str, str] = {}
+    for column, sql in key_values(values, "--set", "COLUMN=SQL"):
+        if not sql.strip():
+            raise click.BadParameter(f"no SQL given for column {column!r}", param_hint="'--set'")
+        if column in out:
+            raise click.BadParameter(f"sets column {column!r} twice", param_hint="'--set'")
+        out[column] = sql
+    return out
 
 
 def parse_version(value: str | None) -> int | str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from lance_partitioned.cli import read_commands, write_commands
+from lance_partitioned.cli import change_commands, read_commands, write_commands
 from lance_partitioned.errors import PartitionedNamespaceError, lance_message
 
 USER_ERROR = 1
@@ -42,6 +42,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 read_commands.register(cli)
 write_commands.register(cli)
+change_commands.register(cli)
 
 
 def _one_line(exc: BaseException) -> str:
