@@ -37,12 +37,12 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import CommitConflictError, UnsupportedFeatureError
+from lance_partitioned.errors import UnsupportedFeatureError
 from lance_partitioned.operations.change.merge import MergeBuilder, MergeResult, plan_merge
 from lance_partitioned.operations.change.source import key_names, read_source
 from lance_partitioned.operations.txn import leases
+from lance_partitioned.operations.txn.driver import replanned
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
 from lance_partitioned.operations.write.partition_writer import WrittenFiles, new_job_secret
 from lance_partitioned.operations.write.publish import WriteMode
@@ -87,16 +87,11 @@ class SparkMergeBuilder(MergeBuilder):
                 "pyarrow source"
             )
         options = check_write_sizes(**options)
-        manifest = self._manifest
-        with leases.hold(manifest, "spark merge") as lease:
-            for attempt in COMMIT_RETRY.tries():
-                snapshot = Snapshot.load(manifest, for_write=True)
-                try:
-                    return self._run(snapshot, lease, options)
-                except CommitConflictError as exc:
-                    if COMMIT_RETRY.is_last(attempt) or not getattr(exc, "retryable", True):
-                        raise
-        raise AssertionError("unreachable")
+        return replanned(
+            self._manifest,
+            "spark merge",
+            lambda snapshot, lease: self._run(snapshot, lease, options),
+        )
 
     def _run(self, snapshot: Snapshot, lease: leases.Lease, options: dict[str, Any]) -> MergeResult:
         df: DataFrame = self._data  # type: ignore[assignment]
