@@ -21,6 +21,7 @@ from lance_partitioned.errors import (
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
     PinnedSnapshotError,
+    RestoreError,
     RetentionError,
     SchemaError,
     SearchError,
@@ -48,6 +49,7 @@ from lance_partitioned.namespace import (
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
 from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.restore import RestoreResult
 from lance_partitioned.operations.write.delete import DeleteResult
 from lance_partitioned.seed003 import Seed003Namespace
 from lance_partitioned.seed003.convert import ConvertResult, convert
@@ -80,6 +82,8 @@ __all__ = [
     "PartitionedNamespace",
     "PartitionedNamespaceError",
     "PinnedSnapshotError",
+    "RestoreError",
+    "RestoreResult",
     "RetentionError",
     "Schema",
     "SchemaError",
