@@ -22,6 +22,7 @@ from lance_partitioned.errors import (
     NotAPartitionedNamespaceError,
     PartitionedNamespaceError,
     PinnedSnapshotError,
+    RestoreError,
     RetentionError,
     SchemaError,
     SearchError,
@@ -51,6 +52,7 @@ from lance_partitioned.namespace_registration import install as _register_namesp
 from lance_partitioned.operations.change.merge import MergeBuilder, MergeResult
 from lance_partitioned.operations.change.predicate import OverwriteResult, UpdateResult
 from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.restore import RestoreResult
 from lance_partitioned.operations.write.delete import DeleteResult
 from lance_partitioned.seed003 import Seed003Namespace
 from lance_partitioned.seed003.convert import ConvertResult, convert
@@ -87,6 +89,8 @@ __all__ = [
     "PartitionedNamespace",
     "PartitionedNamespaceError",
     "PinnedSnapshotError",
+    "RestoreError",
+    "RestoreResult",
     "RetentionError",
     "Schema",
     "SchemaError",

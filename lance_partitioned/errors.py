@@ -54,6 +54,13 @@ class VersionNotFoundError(PartitionedNamespaceError, LookupError):
     """The namespace exists, but not the ``__manifest`` version or tag asked for."""
 
 
+class RestoreError(PartitionedNamespaceError):
+    """``ns.restore`` cannot bring back a ``__manifest`` version that exists: a partition
+    table version it reads was removed (by ``cleanup``), or the version itself was left
+    damaged by a foreign writer. Nothing was changed. (A version or tag that does not
+    exist raises ``VersionNotFoundError``, as ``lp.open`` does.)"""
+
+
 class NamespaceDamagedError(PartitionedNamespaceError):
     """``__manifest`` lacks columns its metadata calls for; writes wait for ``ns.repair()``."""
 

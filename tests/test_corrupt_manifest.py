@@ -69,6 +69,7 @@ WRITES = {
     "vacuum": lambda ns: ns.vacuum(dt.timedelta(0)),
     "cleanup": lambda ns: ns.cleanup(dt.timedelta(0)),
     "repair": lambda ns: ns.repair(),
+    "restore": lambda ns: ns.restore(ns.versions()[0]["version"]),
 }
 
 

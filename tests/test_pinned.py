@@ -62,6 +62,7 @@ MUTATORS = {
     "create_index": [lambda ns: ns.create_index("id", "BTREE")],
     "optimize_indexes": [lambda ns: ns.optimize_indexes()],
     "drop_index": [lambda ns: ns.drop_index("id_btree")],
+    "restore": [lambda ns: ns.restore(ns.versions()[0]["version"])],
 }
 
 

@@ -171,7 +171,7 @@ def _cleanups(manifest: ManifestLike, version: int | None = None) -> list[dict[s
     return entries
 
 
-def _cleanup_note(manifest: ManifestLike, version: int | None = None) -> str:
+def cleanup_note(manifest: ManifestLike, version: int | None = None) -> str:
     """``(it was cleaned up: ...)``: the cleanup that removed ``__manifest`` version
     ``version`` (None: the latest recorded cleanup) and the retention it used."""
     entries = _cleanups(manifest, version)
@@ -217,7 +217,7 @@ def removed_version_error(manifest: ManifestLike, version: Any) -> VersionNotFou
         # (create's one commit is version 2)
         why = f"(the oldest version kept is {known[0]})"
     else:
-        why = _cleanup_note(manifest, version)
+        why = cleanup_note(manifest, version)
     return VersionNotFoundError(
         f"__manifest version {version} of {manifest.root!r} does not exist "
         f"{why}; versions are {_ranges(known)}; tags: {tag_list}"
@@ -251,7 +251,7 @@ def explain_failed_read(
         return None
     return VersionNotFoundError(
         f"partition table {location!r} version {leaf_version}, which __manifest version "
-        f"{version} of {manifest.root!r} reads, does not exist {_cleanup_note(manifest)}; "
+        f"{version} of {manifest.root!r} reads, does not exist {cleanup_note(manifest)}; "
         "open a newer version of the namespace"
     )
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import lance
 
+from lance_partitioned.catalog import storage
 from lance_partitioned.catalog.leaf_table import Leaf
 from lance_partitioned.errors import ForeignChangeError
 from lance_partitioned.format import caches
@@ -113,6 +114,44 @@ def is_pinned(leaf: Leaf) -> bool:
     )
 
 
+def manifest_file_name(version: int) -> str:
+    """The file name of version ``version``'s manifest in Lance's V2 naming (what pylance
+    writes: ``_versions/<u64::MAX - version, 20 digits>.manifest``)."""
+    return f"{(1 << 64) - 1 - version:020d}.manifest"
+
+
+def missing_pinned(
+    leaves: Sequence[tuple[str, Leaf]], storage_options: dict[str, str] | None
+) -> list[tuple[str, Leaf]]:
+    """Those of ``(uri, leaf)`` whose pinned version no longer exists (cleanup removed it).
+
+    A version of main pinned by number is looked up by its manifest file: one
+    batched metadata call per store, no manifest read. The others (a branch, a
+    tag, a manifest not under its V2 name) are opened with ``open_leaf_dataset``.
+    A row that reads the latest version has one as long as the leaf exists.
+    """
+    by_store: dict[int, tuple[storage.Storage, list[tuple[str, Leaf, str]]]] = {}
+    opened: list[tuple[str, Leaf]] = []
+    for uri, leaf in leaves:
+        ref = leaf.version_ref()
+        if not isinstance(ref, int):
+            opened.append((uri, leaf))
+            continue
+        st = storage.resolve(uri, storage_options)
+        file = st.join(uri, "_versions", manifest_file_name(ref))
+        by_store.setdefault(id(st), (st, []))[1].append((uri, leaf, file))
+    for st, wanted in by_store.values():
+        gone = set(st.missing(file for _, _, file in wanted))
+        opened.extend((uri, leaf) for uri, leaf, file in wanted if file in gone)
+    missing = []
+    for uri, leaf in opened:
+        try:
+            open_leaf_dataset(uri, leaf, storage_options)
+        except Exception:  # removed, or the leaf itself is gone: either way not readable
+            missing.append((uri, leaf))
+    return missing
+
+
 # Opened leaf datasets by (uri, pinned version, storage options). A pinned
 # version never changes, and a LanceDataset keeps its index and metadata caches:
 # reopening the leaf for every search would read its index again each time
@@ -184,6 +223,8 @@ __all__ = [
     "LeafPin",
     "branch_uri",
     "is_pinned",
+    "manifest_file_name",
+    "missing_pinned",
     "open_leaf_dataset",
     "open_pinned",
     "read_session",

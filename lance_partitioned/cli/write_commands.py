@@ -1,4 +1,4 @@
-"""Commands that change a namespace: tag, evolve, the column changes, and maintenance
+"""Commands that change a namespace: tag, restore, evolve, the column changes, and maintenance
 (compact, cleanup, vacuum, repair), plus validate. Each prints what it did."""
 
 from __future__ import annotations
@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from lance_partitioned.cli.common import Context, parse_duration, parse_type, shared_options
+from lance_partitioned.cli.common import (
+    Context,
+    parse_duration,
+    parse_type,
+    parse_version,
+    shared_options,
+)
 from lance_partitioned.cli.output import emit, table
 
 
@@ -41,6 +47,23 @@ def tag(ctx: Context, name: str, delete: bool) -> None:
         return
     version = ns.tag(name)
     _done(ctx, {"tag": name, "version": version}, f"tagged version {version} as {name!r}")
+
+
+@click.command()
+@shared_options
+@click.argument("target", metavar="VERSION_OR_TAG")
+def restore(ctx: Context, target: str) -> None:
+    """Make __manifest version or tag VERSION_OR_TAG current again, as a new version
+    (partitions created since are unpublished; the versions in between stay readable)."""
+    result = ctx.open().restore(parse_version(target))
+    if result.version == result.restored_from:
+        message = f"version {result.version} is already the current one: nothing to restore"
+    else:
+        message = (
+            f"restored version {result.restored_from} as __manifest version {result.version} "
+            f"({result.partitions_changed} partition(s) changed)"
+        )
+    _done(ctx, asdict(result), message)
 
 
 @click.command()
@@ -199,6 +222,7 @@ def convert(ctx: Context, destination: str) -> None:
 
 COMMANDS = [
     tag,
+    restore,
     evolve,
     add_column,
     rename_column,

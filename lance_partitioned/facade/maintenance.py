@@ -1,5 +1,5 @@
 """Inspection, time travel and maintenance methods of ``PartitionedNamespace``:
-validate, describe, versions and tags, repair, compact, cleanup and vacuum."""
+validate, describe, versions, tags and restore, repair, compact, cleanup and vacuum."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pyarrow as pa
 from lance_partitioned.catalog import history, repair
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, mutator
-from lance_partitioned.operations.maintain import describe, maintenance
+from lance_partitioned.operations.maintain import describe, maintenance, restore
 from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.restore import RestoreResult
 from lance_partitioned.operations.progress import ProgressLike, reporter
 
 
@@ -129,6 +130,31 @@ class MaintenanceMethods(NamespaceHandle):
             ns.delete_tag("before-backfill")
         """
         history.delete_tag(self._manifest, name)
+
+    @mutator
+    def restore(self, version_or_tag: int | str) -> RestoreResult:
+        """Make an earlier snapshot current again: commit a new ``__manifest`` version whose
+        content is that of ``version_or_tag`` (a version number, or a tag name).
+
+        Every partition is published at the version it had then, partitions created
+        since are unpublished, and the schema and partition specs are the old ones
+        (except that field ids assigned since stay retired). No partition table is
+        changed and the versions in between still read (``lp.open(root, version=N)``).
+        Restoring the current version commits nothing. Refused, changing nothing:
+        a version or tag that does not exist (VersionNotFoundError); one whose
+        partition table versions cleanup removed (RestoreError). Returns a
+        ``RestoreResult`` (``version``, ``restored_from``, ``partitions_changed``);
+        the handle moves to the new version.
+
+        Example::
+
+            ns.tag("before-backfill")
+            ...  # a bad backfill
+            ns.restore("before-backfill").version
+        """
+        result = restore.restore(self._manifest, version_or_tag)
+        self.refresh()
+        return result
 
     @mutator
     def compact(

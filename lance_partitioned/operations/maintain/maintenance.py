@@ -108,8 +108,9 @@ def check_retention(older_than: Any, what: str) -> dt.timedelta:
 
 def _honour_leases(
     manifest: Manifest, cutoff: dt.datetime, report: MaintenanceReport
-) -> dt.datetime:
-    """The cutoff moved back to the start of the oldest live transaction, if that is earlier.
+) -> tuple[dt.datetime, set[int]]:
+    """The cutoff moved back to the start of the oldest live transaction, if that is earlier,
+    and the ``__manifest`` versions live leases need kept (a restore's source).
 
     Files and versions of a transaction in flight are unreferenced until it
     publishes; its lease (``operations.txn.leases``) began before it made any of
@@ -117,12 +118,14 @@ def _honour_leases(
     The cutoff must be computed before the leases are read: a transaction that
     starts after that makes only things newer than the cutoff.
     """
-    since, held = leases.protected_since(manifest)
-    report.live_leases = held
+    held = leases.live(manifest)
+    since, count = leases.protected_since(manifest, held)
+    report.live_leases = count
+    keep = leases.kept_versions(held)
     if since is not None and since < cutoff:
-        log.info("%d transaction(s) in flight: keeping everything newer than %s", held, since)
-        return since
-    return cutoff
+        log.info("%d transaction(s) in flight: keeping everything newer than %s", count, since)
+        return since, keep
+    return cutoff, keep
 
 
 # -- what retained manifest versions reference ---------------------------------------
@@ -316,18 +319,25 @@ def cleanup(
     than the cutoff.
 
     Contract: a snapshot (manifest version) that was current at any time within
-    the retention period, or is tagged, stays fully readable.
+    the retention period, or is tagged, or a restore in flight needs, stays fully
+    readable.
     """
     older_than = check_retention(older_than, "cleanup")
+    # announced before the leases are read: a restore that begins later waits for it
+    with leases.hold(manifest, "cleanup", removes_versions=True):
+        return _cleanup(manifest, older_than, progress)
+
+
+def _cleanup(manifest: Manifest, older_than: dt.timedelta, progress: Progress) -> MaintenanceReport:
     report = MaintenanceReport()
-    cutoff = _honour_leases(manifest, _now() - older_than, report)
+    cutoff, restoring = _honour_leases(manifest, _now() - older_than, report)
     ds = manifest.dataset()
     versions = ds.versions()
-    tagged = {info["version"] for info in ds.tags.list().values()}
+    kept = {info["version"] for info in ds.tags.list().values()} | restoring
     remove = [
         v["version"]
         for v, nxt in zip(versions, versions[1:], strict=False)
-        if nxt["timestamp"] < cutoff and v["version"] not in tagged
+        if nxt["timestamp"] < cutoff and v["version"] not in kept
     ]
     if remove:
         stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
@@ -356,7 +366,7 @@ def vacuum(
     """
     older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
-    cutoff = _honour_leases(manifest, _now() - older_than, report)
+    cutoff, _restoring = _honour_leases(manifest, _now() - older_than, report)
     referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report, progress=progress)
     _sweep_orphan_dirs(manifest, referenced, cutoff, report)
     _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)

@@ -21,6 +21,13 @@ whatever ``older_than`` says.
   ``<id>.dead`` *before* acting on it, then re-reads its modification time: a
   renewal that slipped in before the rename makes it live again (it is renamed
   back). Renewal touches the original name, so a renewal after the rename fails.
+- **Restore and cleanup.** A restore (``operations.maintain.restore``) needs an
+  old ``__manifest`` version kept until it has committed: its lease names it
+  (``keeps``), and cleanup keeps the versions live leases name. A cleanup takes a
+  lease of its own (``removes_versions``; it protects nothing) *before* it reads
+  the leases, and a restore reads the leases *after* writing its own: so either
+  the cleanup sees the restore's lease and keeps the version, or the restore sees
+  the cleanup and waits for it (``cleanup_running``).
 - **Lost.** A writer whose lease file is gone (claimed) cannot know what was
   removed: ``check()`` raises ``LeaseLostError`` and the transaction publishes
   nothing. Writers renew in ``check()`` right before their ``__manifest``
@@ -109,6 +116,10 @@ class Lease:
     storage: Storage | None = field(default=None, repr=False)
     # compare-and-swap stores: the ETag of the lease object as we last wrote it
     etag: str | None = field(default=None, repr=False)
+    # ``__manifest`` versions cleanup must keep while the lease lives (a restore's source)
+    keeps: tuple[int, ...] = ()
+    # a cleanup in progress: it protects nothing, it tells restores to wait
+    removes_versions: bool = False
     _lost: bool = field(default=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -142,6 +153,10 @@ class Lease:
             "what": self.what,
             "renewed": time.time(),
         }
+        if self.keeps:
+            content["keeps"] = list(self.keeps)
+        if self.removes_versions:
+            content["removes_versions"] = True
         return json.dumps(content, separators=(",", ":")).encode()
 
     def check(self) -> None:
@@ -169,10 +184,14 @@ class Lease:
                 return
 
 
-def acquire(manifest: Manifest, what: str = "") -> Lease | None:
+def acquire(
+    manifest: Manifest, what: str = "", keeps: tuple[int, ...] = (), removes_versions: bool = False
+) -> Lease | None:
     """Take a lease for a transaction on ``manifest``'s namespace.
 
     Call it before the transaction writes anything; ``release()`` it at the end.
+    ``keeps``: ``__manifest`` versions cleanup must not remove meanwhile;
+    ``removes_versions``: the holder is a cleanup (see the module docstring).
     """
     lid = uuid.uuid4().hex
     lease = Lease(
@@ -183,6 +202,8 @@ def acquire(manifest: Manifest, what: str = "") -> Lease | None:
         time.time(),
         what,
         manifest.storage,
+        keeps=tuple(keeps),
+        removes_versions=removes_versions,
     )
     if compare_and_swap(manifest):
         lease.etag = manifest.storage.put_if(lease.path, lease._content(), None)
@@ -198,9 +219,12 @@ def acquire(manifest: Manifest, what: str = "") -> Lease | None:
 
 
 @contextlib.contextmanager
-def hold(manifest: Manifest, what: str = "") -> Iterator[Lease | None]:
-    """``with hold(manifest, "append") as lease:`` — a lease for the duration of the block."""
-    lease = acquire(manifest, what)
+def hold(
+    manifest: Manifest, what: str = "", keeps: tuple[int, ...] = (), removes_versions: bool = False
+) -> Iterator[Lease | None]:
+    """``with hold(manifest, "append") as lease:`` — a lease for the duration of the block
+    (``keeps``, ``removes_versions``: as for ``acquire``)."""
+    lease = acquire(manifest, what, keeps, removes_versions)
     try:
         yield lease
     finally:
@@ -234,6 +258,8 @@ def _lease_of(path: str, content: object, storage: Storage) -> Lease | None:
             float(content["started"]),
             str(content.get("what", "")),
             storage,
+            keeps=tuple(int(v) for v in content.get("keeps", ())),
+            removes_versions=bool(content.get("removes_versions", False)),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -337,17 +363,51 @@ def _claim_if_dead(st: Storage, path: str, name: str, host: str) -> Lease | None
     return None
 
 
-def protected_since(manifest: Manifest) -> tuple[dt.datetime | None, int]:
+def protected_since(
+    manifest: Manifest, held: list[Lease] | None = None
+) -> tuple[dt.datetime | None, int]:
     """The time from which maintenance must keep everything, and how many leases hold it.
 
     ``(start of the oldest live lease - CLOCK_SLACK, count)``, as a naive local
     datetime like Lance's version timestamps; ``(None, 0)`` without live leases.
+    ``held``: the live leases when already read (``live``). A cleanup's own lease
+    (``removes_versions``) protects nothing and is not counted.
     """
-    held = live(manifest)
+    held = [
+        lease for lease in (live(manifest) if held is None else held) if not lease.removes_versions
+    ]
     if not held:
         return None, 0
     oldest = min(lease.started for lease in held)
     return dt.datetime.fromtimestamp(oldest) - CLOCK_SLACK, len(held)
 
 
-__all__ = ["LeaseLostError", "Lease", "acquire", "hold", "live", "protected_since"]
+def kept_versions(held: list[Lease]) -> set[int]:
+    """The ``__manifest`` versions the live leases ``held`` need kept (``Lease.keeps``)."""
+    return {v for lease in held for v in lease.keeps}
+
+
+def cleanup_running(manifest: Manifest, own: Lease | None) -> Lease | None:
+    """A live cleanup's lease (or one unreadable, which may be one being written), if any.
+
+    Called after ``own`` lease was written: a cleanup that started earlier is
+    seen here, and one that starts later sees ``own`` (the module docstring).
+    """
+    for lease in live(manifest):
+        if own is not None and lease.id == own.id:
+            continue
+        if lease.removes_versions or lease.pid == -1:
+            return lease
+    return None
+
+
+__all__ = [
+    "LeaseLostError",
+    "Lease",
+    "acquire",
+    "cleanup_running",
+    "hold",
+    "kept_versions",
+    "live",
+    "protected_since",
+]

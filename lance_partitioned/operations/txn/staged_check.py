@@ -21,6 +21,7 @@ import lance
 from lance.fragment import DataFile, FragmentMetadata
 
 from lance_partitioned.catalog import storage
+from lance_partitioned.catalog.leaf_open import manifest_file_name
 from lance_partitioned.errors import StagedFilesMissingError
 
 
@@ -88,14 +89,9 @@ def operation_files(op: Any) -> frozenset[str] | None:
     return None
 
 
-def _v2_manifest_name(version: int) -> str:
-    """The file name of version ``version``'s manifest in Lance's V2 naming."""
-    return f"{(1 << 64) - 1 - version:020d}.manifest"
-
-
 def _manifest_uris(st: storage.Storage, base: str, version: int) -> list[str]:
     """Where version ``version``'s manifest file is, in Lance's V2 and V1 naming (one exists)."""
-    names = [_v2_manifest_name(version), f"{version}.manifest"]
+    names = [manifest_file_name(version), f"{version}.manifest"]
     return [st.join(base, "_versions", n) for n in names]
 
 
@@ -128,7 +124,7 @@ def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, st
         st = storage.resolve(leaf.uri, storage_options)
         # only the V2 name (what pylance writes): a missing name costs a listing on
         # object stores; a leaf without it goes through check_staged, which tries V1
-        uris = [st.join(leaf.uri, "_versions", _v2_manifest_name(leaf.version))]
+        uris = [st.join(leaf.uri, "_versions", manifest_file_name(leaf.version))]
         uris += [st.join(leaf.uri, f) for f in leaf.added]
         by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 1))
     for st, leaves in by_store.values():
