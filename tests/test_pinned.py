@@ -63,6 +63,8 @@ MUTATORS = {
     "optimize_indexes": [lambda ns: ns.optimize_indexes()],
     "drop_index": [lambda ns: ns.drop_index("id_btree")],
     "restore": [lambda ns: ns.restore(ns.versions()[0]["version"])],
+    "merge": [lambda ns: ns.merge(make_events(3, start_id=900), on="id")],
+    "update": [lambda ns: ns.update({"amount": "0"}, where="id = 1")],
 }
 
 
