@@ -11,6 +11,7 @@ from lance_partitioned.errors import (
     CommitConflictError,
     CorruptNamespaceError,
     CyclicPartitionWarning,
+    DuplicateKeyError,
     FilterError,
     ForeignChangeError,
     InvalidArgumentError,
@@ -47,6 +48,8 @@ from lance_partitioned.namespace import (
     repair,
 )
 from lance_partitioned.namespace_registration import install as _register_namespace_impl
+from lance_partitioned.operations.change.merge import MergeBuilder, MergeResult
+from lance_partitioned.operations.change.predicate import OverwriteResult, UpdateResult
 from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
 from lance_partitioned.operations.write.delete import DeleteResult
 from lance_partitioned.seed003 import Seed003Namespace
@@ -66,10 +69,14 @@ __all__ = [
     "CorruptNamespaceError",
     "CyclicPartitionWarning",
     "DeleteResult",
+    "DuplicateKeyError",
     "ForeignChangeError",
     "InvalidArgumentError",
     "LanceError",
     "MaintenanceReport",
+    "MergeBuilder",
+    "MergeResult",
+    "OverwriteResult",
     "FilterError",
     "NamespaceDamagedError",
     "LeaseLostError",
@@ -95,6 +102,7 @@ __all__ = [
     "UnsafeStoreError",
     "UnsupportedFeatureError",
     "UnsupportedTypeError",
+    "UpdateResult",
     "VersionNotFoundError",
     "WriteResult",
     "convert",

@@ -206,6 +206,10 @@ class InvalidArgumentError(PartitionedNamespaceError, ValueError):
     Raised before anything is read or written; the message names the argument."""
 
 
+class DuplicateKeyError(InvalidArgumentError):
+    """A merge's source gives one key more than once (which row would win is undefined)."""
+
+
 class UnknownStorageOptionWarning(UserWarning):
     """A storage option key is not one Lance or this library is known to read.
 

@@ -11,7 +11,11 @@ import pyarrow as pa
 from lance_partitioned.catalog import creation, history, layout
 from lance_partitioned.catalog.manifest import Manifest, manifest_schema
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import NotAPartitionedNamespaceError, lance_boundaries
+from lance_partitioned.errors import (
+    InvalidArgumentError,
+    NotAPartitionedNamespaceError,
+    lance_boundaries,
+)
 from lance_partitioned.facade.base import (
     NamespaceHandle,
     SchemaLike,
@@ -20,6 +24,7 @@ from lance_partitioned.facade.base import (
     mutator,
     to_schema,
 )
+from lance_partitioned.facade.changes import ChangeMethods
 from lance_partitioned.facade.evolution import EvolutionMethods
 from lance_partitioned.facade.maintenance import MaintenanceMethods
 from lance_partitioned.facade.search import SearchMethods
@@ -27,6 +32,7 @@ from lance_partitioned.format import caches
 from lance_partitioned.format.schema import check_column_names
 from lance_partitioned.format.spec import PartitionField, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
+from lance_partitioned.operations.change.predicate import overwrite_where
 from lance_partitioned.operations.evolve import evolution
 from lance_partitioned.operations.progress import ProgressLike, reporter
 from lance_partitioned.operations.read.scan import Scan, ScanPlan
@@ -57,7 +63,7 @@ log = logging.getLogger(__name__)
 
 
 @lance_boundaries
-class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
+class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, SearchMethods):
     """A Lance partitioned namespace (seed 000) rooted at ``root``.
 
     Reads are pinned to one ``__manifest`` version (``version``); writes always
@@ -165,17 +171,30 @@ class PartitionedNamespace(EvolutionMethods, MaintenanceMethods, SearchMethods):
         return self._write(data, WriteMode.APPEND, **options)
 
     @mutator
-    def overwrite(self, data: DataLike, dynamic: bool = False, **options: Any) -> WriteResult:
+    def overwrite(
+        self, data: DataLike, dynamic: bool = False, where: FilterLike = None, **options: Any
+    ) -> Any:
         """Replace the whole namespace with ``data``, atomically.
 
         With ``dynamic=True`` only the partitions ``data`` touches are replaced
-        (Spark's dynamic partition overwrite). ``data`` and ``options`` are as for
+        (Spark's dynamic partition overwrite). With ``where`` (SQL or an
+        expression, as for ``delete``) only the rows matching it are replaced:
+        they are deleted and ``data`` is written in one commit, and every row of
+        ``data`` must match ``where`` (FilterError before anything is written);
+        that returns an ``OverwriteResult``. ``data`` and ``options`` are as for
         ``append``. Returns a ``WriteResult``.
 
         Example::
 
             ns.overwrite(fixed_rows, dynamic=True)
+            ns.overwrite(day_rows, where="event_date = DATE '2025-03-01'")
         """
+        if where is not None:
+            if dynamic:
+                raise InvalidArgumentError("overwrite takes dynamic=True or where=, not both")
+            result = overwrite_where(self._manifest, self._snapshot, data, where, **options)
+            self._snapshot = Snapshot.load(self._manifest, result.version)
+            return result
         return self._write(data, WriteMode.DYNAMIC if dynamic else WriteMode.OVERWRITE, **options)
 
     def _write(

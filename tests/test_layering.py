@@ -151,6 +151,7 @@ _OPERATIONS_USES = {
     "write": {"leaf", "read", "txn"},
     "evolve": {"leaf", "read", "txn"},
     "maintain": {"leaf", "txn", "evolve"},
+    "change": {"leaf", "read", "txn", "write"},  # row-level changes write through the write job
     "join": {"read"},
 }
 

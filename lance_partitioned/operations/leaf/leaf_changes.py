@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lance
+import numpy as np
 from lance.fragment import FragmentMetadata
 
 from lance_partitioned.format.filters.evaluate import filter_batch
@@ -178,3 +179,48 @@ class CompactFiles(LeafChange):
             for r in results
         ]
         return lance.LanceOperation.Rewrite(groups, [])
+
+
+@dataclass
+class ChangeRows(LeafChange):
+    """Remove rows by row address and add written fragments, as one Lance ``Update``.
+
+    ``addresses`` are row addresses (fragment id << 32 | offset) in the version the
+    change is staged on: the caller stages it on exactly the version it read the
+    addresses from (``stage_leaf``'s ``published``), which the transaction publishes
+    over only if no one changed the leaf meanwhile. ``fragments`` were written with
+    the leaf's columns; with ``namespace``, columns the leaf lacks are added first
+    (as ``AppendFiles`` does). ``removed`` counts the rows removed.
+    """
+
+    addresses: Any  # a numpy uint64 array
+    fragments: list[FragmentMetadata] = field(default_factory=list)
+    namespace: Any = None  # format.schema.Schema
+    label: str = ""
+    removed: int = 0
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        if self.namespace is None or not self.fragments:
+            return None
+        return evolution_for(base, self.namespace, self.fragments, self.label)
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        addresses = np.unique(np.asarray(self.addresses, dtype=np.uint64))
+        self.removed = len(addresses)
+        updated, removed = [], []
+        fragment_ids = addresses >> np.uint64(32)
+        bounds = np.flatnonzero(np.diff(fragment_ids)) + 1
+        for group in np.split(addresses, bounds) if len(addresses) else []:
+            fragment = base.get_fragment(int(group[0] >> np.uint64(32)))
+            if fragment is None:
+                raise ValueError(f"partition {self.label}: rows to change are gone")
+            new = fragment.delete(f"_rowaddr IN ({', '.join(map(str, group.tolist()))})")
+            if new is None:
+                removed.append(fragment.fragment_id)
+            else:
+                updated.append(new)
+        if not updated and not removed and not self.fragments:
+            return None
+        return lance.LanceOperation.Update(
+            removed_fragment_ids=removed, updated_fragments=updated, new_fragments=self.fragments
+        )

@@ -93,26 +93,40 @@ def read_leaf(
     *,
     batch_size: int | None = None,
     fragments: list[Any] | None = None,
+    with_address: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Rows of one leaf matching ``sql``, as namespace ``columns`` (mapped by field id).
 
     When the leaf names every filter column as the namespace does, Lance
     filters; otherwise (renamed or missing columns) the rows are conformed
-    first and filtered with DataFusion, the same SQL dialect.
+    first and filtered with DataFusion, the same SQL dialect. ``with_address``
+    adds each row's Lance row address as a last column, ``ROW_ADDRESS``.
     """
     mapping = ReadMapping(schema, columns, ds, label)
     kwargs = _scanner_options(sql, batch_size, fragments)
+    if with_address:
+        kwargs["with_row_address"] = True
     if ReadMapping(schema, list(filter_columns), ds, label).is_identity:
         for batch in ds.scanner(columns=mapping.leaf_columns, filter=sql, **kwargs).to_batches():
-            yield mapping.conform(batch)
+            yield _addressed(mapping.conform(batch), batch, with_address)
         return
     kwargs.pop("late_materialization", None)  # no Lance filter here
     both = list(dict.fromkeys([*columns, *filter_columns]))
     wide = ReadMapping(schema, both, ds, label)
     for batch in ds.scanner(columns=wide.leaf_columns, **kwargs).to_batches():
-        kept = _filter_batch(wide.conform(batch), sql)
+        kept = _filter_batch(_addressed(wide.conform(batch), batch, with_address), sql)
         if kept.num_rows:
-            yield kept.select(columns)
+            yield kept.select([*columns, ROW_ADDRESS] if with_address else columns)
+
+
+ROW_ADDRESS = "_rowaddr"  # Lance's name for a row's address (fragment id << 32 | offset)
+
+
+def _addressed(rows: pa.RecordBatch, read: pa.RecordBatch, with_address: bool) -> pa.RecordBatch:
+    """``rows`` with the row address column of ``read``, the batch they were conformed from."""
+    if not with_address:
+        return rows
+    return rows.append_column(ROW_ADDRESS, read.column(ROW_ADDRESS))
 
 
 def _array(a: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -217,6 +231,7 @@ def read_leaf_rows(
     label: str,
     *,
     batch_size: int | None = None,
+    with_address: bool = False,
 ) -> pa.Table:
     """``read_leaf``'s rows as one table, with the same contract.
 
@@ -227,11 +242,26 @@ def read_leaf_rows(
     by_id = leaf_fields_by_id(ds)  # once for both mappings
     mapping = ReadMapping(schema, columns, ds, label, by_id)
     if not ReadMapping(schema, list(filter_columns), ds, label, by_id).is_identity:
-        batches = read_leaf(ds, schema, columns, sql, filter_columns, label, batch_size=batch_size)
-        return pa.Table.from_batches(list(batches), schema=pa.schema(mapping.targets))
+        batches = read_leaf(
+            ds, schema, columns, sql, filter_columns, label,
+            batch_size=batch_size, with_address=with_address,
+        )  # fmt: skip
+        out = pa.schema(mapping.targets)
+        if with_address:
+            out = out.append(pa.field(ROW_ADDRESS, pa.uint64()))
+        return pa.Table.from_batches(list(batches), schema=out)
     kwargs = _scanner_options(sql, batch_size, None)
-    table = ds.scanner(columns=mapping.leaf_columns, filter=sql, **kwargs).to_table()
-    return mapping.conform_table(table)
+    table = ds.scanner(
+        columns=mapping.leaf_columns, filter=sql, with_row_address=with_address, **kwargs
+    ).to_table()
+    rows = mapping.conform_table(table)
+    if not with_address:
+        return rows
+    # from arrays, not append_column: a projection of no columns has no length
+    return pa.Table.from_arrays(
+        [*rows.columns, table.column(ROW_ADDRESS)],
+        schema=rows.schema.append(table.schema.field(ROW_ADDRESS)),
+    )
 
 
 def _scanner_options(

@@ -111,7 +111,7 @@ def coalesce_batches(
         yield merged()
 
 
-def _cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
+def cast_column(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
     if col.type.equals(target):
         return col
     if pa.types.is_null(col.type):
@@ -290,7 +290,7 @@ class InputConformer:
         arrays = []
         for f in self.target:
             if f.name in names:
-                col = _cast_column(f.name, batch.column(f.name), f.type)
+                col = cast_column(f.name, batch.column(f.name), f.type)
             elif f.nullable:
                 col = pa.nulls(batch.num_rows, type=f.type)
             else:

@@ -35,7 +35,7 @@ from lance_partitioned.operations.write.partition_writer import (
     WrittenFiles,
     new_job_secret,
 )
-from lance_partitioned.operations.write.publish import WriteMode, commit_write
+from lance_partitioned.operations.write.publish import Removals, WriteMode, commit_write
 
 # the options of a write that are sizes, each a positive integer
 SIZE_OPTIONS = ("max_buffer_bytes", "max_rows_per_file")
@@ -154,13 +154,15 @@ class WriteJob:
         """
         return not written.leaves and self.mode is not WriteMode.OVERWRITE and not self.replaces
 
-    def commit(self, written: WrittenFiles) -> Snapshot | None:
+    def commit(self, written: WrittenFiles, removals: Removals | None = None) -> Snapshot | None:
         """Publish ``written`` with one ``__manifest`` commit (``publish.commit_write``).
 
+        ``removals`` (object id -> row addresses) are rows of the job's snapshot the
+        same commit removes: a row-level change, never rebased (``commit_write``).
         Returns the published snapshot, or None when the empty-write rule
         says there is nothing to publish.
         """
-        if self.publishes_nothing(written):
+        if not removals and self.publishes_nothing(written):
             return None
         return commit_write(
             self.manifest,
@@ -169,4 +171,5 @@ class WriteJob:
             self.mode,
             replaces=self.replaces,
             lease=self.lease,
+            removals=removals,
         )

@@ -14,20 +14,30 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from lance_partitioned.catalog import layout
 from lance_partitioned.catalog.leaf_open import resolve_leaf
-from lance_partitioned.catalog.manifest import Manifest, lock_rows, with_read_mirror
+from lance_partitioned.catalog.manifest import (
+    Manifest,
+    lock_rows,
+    republish_rows,
+    with_read_mirror,
+)
 from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
 from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations.leaf.field_ids import IdLayout
-from lance_partitioned.operations.leaf.leaf_changes import AppendFiles, LeafChange, ReplaceFiles
+from lance_partitioned.operations.leaf.leaf_changes import (
+    AppendFiles,
+    ChangeRows,
+    LeafChange,
+    ReplaceFiles,
+)
 from lance_partitioned.operations.leaf.leaf_schema import namespace_layout
 from lance_partitioned.operations.txn.driver import LeafTransaction, StagedSet
 from lance_partitioned.operations.txn.failpoints import pause_point
@@ -42,6 +52,9 @@ from lance_partitioned.operations.write.abandon import abort_write
 from lance_partitioned.operations.write.partition_writer import LeafWrite, WrittenFiles
 
 log = logging.getLogger(__name__)
+
+# rows a row-level change removes: object id -> row addresses in the leaf's published version
+Removals = Mapping[str, Any]
 
 
 class WriteMode(enum.Enum):
@@ -58,10 +71,15 @@ class WriteMode(enum.Enum):
     DYNAMIC = "dynamic"
 
 
-def _leaf_change(leaf_write: LeafWrite, mode: WriteMode, snapshot: Snapshot) -> LeafChange:
+def _leaf_change(
+    leaf_write: LeafWrite, mode: WriteMode, snapshot: Snapshot, removals: Removals
+) -> LeafChange:
     frags = leaf_write.fragment_metadata()
     # existing leaves keep their own columns and ids, which the files were
     # written with, and gain the namespace columns they lack (metadata only)
+    if leaf_write.object_id in removals:
+        addresses = removals[leaf_write.object_id]
+        return ChangeRows(addresses, frags, snapshot.schema, leaf_write.object_id)
     if mode is WriteMode.APPEND:
         return AppendFiles(frags, snapshot.schema, leaf_write.object_id)
     return ReplaceFiles(None, frags, snapshot.schema, leaf_write.object_id)
@@ -74,6 +92,7 @@ def _stage(
     mode: WriteMode,
     staged: StagedSet,
     new_layout: IdLayout | None,
+    removals: Removals,
 ) -> StagedLeaf:
     """Stage one leaf of a write: a new dataset for a new partition, else a new version.
 
@@ -87,7 +106,7 @@ def _stage(
         staged.new_dirs.append(uri)
         return stage_new_leaf(uri, new_layout, leaf_write.fragment_metadata(), staged.txn, opts)
     assert published is not None
-    return _stage_existing(uri, leaf_write, published, mode, staged, opts, snapshot)
+    return _stage_existing(uri, leaf_write, published, mode, staged, opts, snapshot, removals)
 
 
 def _stage_existing(
@@ -98,6 +117,7 @@ def _stage_existing(
     staged: StagedSet,
     opts: dict[str, str] | None,
     snapshot: Snapshot,
+    removals: Removals,
 ) -> StagedLeaf:
     """Stage ``leaf_write`` on the published content of an existing leaf (on its branch, if any)."""
     target = resolve_leaf(uri, published, opts)
@@ -110,7 +130,7 @@ def _stage_existing(
     return stage_leaf(
         target.uri,
         target.published,
-        _leaf_change(leaf_write, mode, snapshot),
+        _leaf_change(leaf_write, mode, snapshot, removals),
         staged.txn,
         opts,
         branch=target.branch,
@@ -235,6 +255,7 @@ def commit_write(
     mode: WriteMode = WriteMode.APPEND,
     replaces: Sequence[str] = (),
     lease: Lease | None = None,
+    removals: Removals | None = None,
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
@@ -257,6 +278,12 @@ def commit_write(
     the staged versions but not files written before the call. Right before
     publishing, every staged version and file must still exist and the lease
     must hold, else nothing is published (StagedFilesMissingError, LeaseLostError).
+
+    ``removals`` (a row-level change: merge, update, overwrite by predicate) maps
+    leaves of ``snapshot`` to the row addresses the same commit removes from
+    them. Such a commit read what it changes, so it is never rebased: it rewrites
+    every spec's lock row and any conflict raises CommitConflictError, for the
+    caller to plan again on the latest version (``driver.replanned``).
     """
     mode = WriteMode(mode)  # a WriteMode, or its value ("append", ...); else ValueError
     if written.snapshot_version != snapshot.version:
@@ -306,10 +333,20 @@ def commit_write(
             pause_point("leaf_staged")
         tx.stage(
             to_stage,
-            lambda lw: _stage(snapshot, lw, planned.get(lw.object_id), mode, staged, new_layout),
+            lambda lw: _stage(
+                snapshot, lw, planned.get(lw.object_id), mode, staged, new_layout, removals or {}
+            ),
             key=lambda lw: lw.object_id,
         )
+        if removals is not None:
+            _stage_removals(tx, snapshot, written, removals)
         pause_point("leaves_staged")
+        if removals is not None:
+            published = tx.publish(
+                lambda base: _publish_with_removals(base, tx, written, removals, mode)
+            )
+            assert published is not None
+            return Snapshot.load(manifest, published)
 
         def rebase(_: CommitConflictError) -> Snapshot:
             base = _rebase(manifest, snapshot, written, mode, planned, staged)
@@ -322,6 +359,47 @@ def commit_write(
         )
     assert published is not None
     return Snapshot.load(manifest, published)
+
+
+def _removed_only(written: WrittenFiles, removals: Removals) -> list[str]:
+    """The leaves a row-level change removes rows from and writes nothing into."""
+    ids = {leaf_write.object_id for leaf_write in written.leaves.values()}
+    return [oid for oid in removals if oid not in ids]
+
+
+def _stage_removals(
+    tx: LeafTransaction, snapshot: Snapshot, written: WrittenFiles, removals: Removals
+) -> None:
+    """Stage the removal of rows from leaves the change writes nothing into, on the
+    published versions the addresses were read from."""
+    only = _removed_only(written, removals)
+    if not only:
+        return
+    by_id = snapshot.leaves_by_id(only)
+    tx.stage(
+        [by_id[oid] for oid in only],
+        lambda leaf: tx.stage_change(
+            leaf, ChangeRows(removals[leaf.object_id], label=leaf.object_id)
+        ),
+    )
+
+
+def _publish_with_removals(
+    base: Snapshot, tx: LeafTransaction, written: WrittenFiles, removals: Removals, mode: WriteMode
+) -> tuple[pa.Table, list[str]]:
+    """The rows publishing a row-level change: the written leaves, the leaves it only
+    removed rows from, and every spec's lock row (it must not be rebased)."""
+    upserts, deletes = _publish_rows(base, written, tx.staged, mode)
+    only = [oid for oid in _removed_only(written, removals) if tx.staged.leaves[oid].changed]
+    versions = {oid: tx.staged.leaves[oid].version for oid in only}
+    extra = republish_rows(
+        base.dataset,
+        versions,
+        lock_rows(base.specs),
+        tx.branches(versions),
+        tx.staged.num_rows(versions),
+    )
+    return _dedupe(pa.concat_tables([upserts, extra])), deletes
 
 
 def _check_replaced_unchanged(planned: Snapshot, latest: Snapshot, replaces: Sequence[str]) -> None:
@@ -399,7 +477,7 @@ def _rebase(
             )
         uri = latest.leaf_uri(leaf_write.location)
         staged.leaves[leaf_write.object_id] = _stage_existing(
-            uri, leaf_write, now, mode, staged, manifest.storage_options, latest
+            uri, leaf_write, now, mode, staged, manifest.storage_options, latest, {}
         )
         published[leaf_write.object_id] = now
     log.info("rebased write onto __manifest version %d", latest.version)

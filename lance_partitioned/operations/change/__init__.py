@@ -1,0 +1,1 @@
+"""Row-level changes: merge (upsert), update, overwrite by predicate, each one transaction."""
