@@ -293,7 +293,7 @@ class Partitioned(Contender):
 
     def update(self, where: str) -> dict[str, Any]:
         u = lp.open(str(self.live)).update(set=SET, where=where)
-        return counts(u, updated=("rows_updated",))
+        return counts(u, updated=("rows_updated",), partitions=("partitions_touched",))
 
     def state(self) -> State:
         ns = lp.open(str(self.live))
@@ -459,7 +459,9 @@ def run_op(
     print(f"\n== {op}", flush=True)
     cases = {c.key: (guarded(lambda c=c: call(c)), c.fresh) for c in able}
     together = {k: v for k, v in cases.items() if reps.get(k) is None}
-    got = measure_interleaved(together, reps["default"], release_memory=True) if together else {}
+    got = {}
+    if together:
+        got = measure_interleaved(together, reps["default"], reps["warmup"], release_memory=True)
     for k in cases.keys() - together.keys():
         timing, result = measure(cases[k][0], reps[k], setup=cases[k][1])
         got[k] = (timing, result, None)
@@ -600,6 +602,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--reps", type=int, default=3, help="repetitions of each operation")
     p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed runs of each operation first (not for pyiceberg; default 1)",
+    )
+    p.add_argument(
         "--iceberg-reps",
         type=int,
         default=None,
@@ -620,7 +628,7 @@ def run_all_ops(
     """Every operation asked for (``--only``); returns each one's expected counts."""
     only = {s.strip() for s in args.only.split(",")}
     ice_reps = args.iceberg_reps or (args.reps if args.sf <= 0.1 else 1)
-    reps = {"default": args.reps, "iceberg": ice_reps}
+    reps = {"default": args.reps, "warmup": args.warmup, "iceberg": ice_reps}
     expected: dict[str, dict[str, int]] = {}
     if "merge" in only:
         op = f"merge (upsert) of {batch.num_rows:,} rows"
@@ -670,8 +678,9 @@ def main(argv: list[str] | None = None) -> int:
         f"keys, {moved_rows(source, batch):,} of them moving to another year; "
         f"{batch.num_rows - n_upd:,} new keys",
         f"- the one-year update's predicate: `{IN_YEAR}` (year(o_orderdate) = {YEAR})",
-        f"- repetitions: {args.reps}, pyiceberg {ice}; each run on a fresh copy of the table "
-        "(the copy is not timed; opening the table is); times are wall clock",
+        f"- repetitions: {args.reps} after {args.warmup} warm-up, pyiceberg {ice} (no warm-up); "
+        "each run on a fresh copy of the table (the copy is not timed; opening the table "
+        "is); times are wall clock",
     ]
     head = header_lines(
         "MERGE and UPDATE benchmarks",
