@@ -30,6 +30,7 @@ PACKAGES = (
     "datafusion",
     "pyiceberg",
     "pyiceberg-core",
+    "deltalake",
     "SQLAlchemy",
     "pyspark",
     "tpchgen-cli",

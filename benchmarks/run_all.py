@@ -99,6 +99,10 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             *("--reps", "1", "--write-reps", "1"),
         ],
     ),
+    "merge_bench": (
+        ["--sf", "1"],
+        ["--sf", "0.01", "--batch", "1000", "--reps", "1"],
+    ),
     "scale_bench": (
         # one run builds everything (a million leaves take a while: see scale_build.py)
         ["--sizes", "10000,100000,1000000", "--budget", "86400"],

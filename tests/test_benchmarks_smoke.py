@@ -74,6 +74,8 @@ def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
         # plans, appends, a commit and counts ran at 50 partitions with their answers checked
         assert "Answers checked (all passed)" in text and "| count(), no filter |" in text
         assert (out / f"{name}.png").stat().st_size > 0  # the plot
+    if name == "merge_bench":
+        _check_merge_report(text)
     if name == "s3_bench":
         assert "Answers checked (all passed)" in text
         # the verdicts are reported, not asserted (a measurement, like a time): how many
@@ -81,6 +83,23 @@ def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
         # that planning opens no leaf is checked by tests/test_s3*.py
         assert "| open + plan: request count independent of the number of partitions |" in text
         assert "| commit: O(touched) requests |" in text
+
+
+def _check_merge_report(text: str) -> None:
+    """merge_bench: every final table matched the oracle, and every contender ran."""
+    assert "Correctness checks (row count, distinct o_orderkey, sum(o_totalprice)" in text
+    assert ": all passed" in text
+    rows = [line for line in text.splitlines() if line.startswith("| merge (upsert)")]
+    for peer in ("floor: plain Lance", "deltalake `merge`", "pyiceberg `upsert`"):
+        assert any(peer in r and "| correct |" in r for r in rows), (peer, rows)
+    import lance_partitioned as lp
+
+    # ns.merge / ns.update: "not available" only while the package has no such method
+    for op, prefix in (("merge", "| merge (upsert)"), ("update", "| update ")):
+        ours = [r for r in text.splitlines() if r.startswith(prefix) and "lance-partitioned" in r]
+        assert len(ours) == (2 if op == "merge" else 4), ours
+        want = "| correct |" if hasattr(lp.PartitionedNamespace, op) else "not available"
+        assert all(want in r for r in ours), (op, ours)
 
 
 @pytest.mark.parametrize("name", run_all.SPARK_SCRIPTS)
