@@ -372,12 +372,13 @@ def test_pruning_by_keys_opens_only_the_partitions_keys_map_to(tmp_path, monkeyp
         return real(snapshot, leaf, *args)
 
     monkeypatch.setattr(matching, "_match_leaf", spy)
-    ns.merge(table([{"id": 3, "v": 1.0}]), on="id").when_matched_update_all().execute()
+    # a source of some columns only: the general plan, which searches leaves itself
+    partial = pa.table({"id": pa.array([3], pa.int64()), "v": [1.0]})
+    ns.merge(partial, on="id").when_matched_update_all().execute()
     assert len(searched) == 1
     searched.clear()
-    ns.merge(
-        table([{"id": 3, "v": 1.0}]), on="id"
-    ).when_matched_update_all().when_not_matched_by_source_delete("false").execute()
+    builder = ns.merge(partial, on="id").when_matched_update_all()
+    builder.when_not_matched_by_source_delete("false").execute()
     assert len(searched) == 8
 
 
@@ -388,3 +389,37 @@ def test_pinned_handle_refuses_changes(filled):
         pinned.merge(table([{"id": 1}]), on="id")
     with pytest.raises(lp.PinnedSnapshotError):
         pinned.update({"v": "1"}, where="true")
+
+
+@pytest.mark.parametrize("spec", ["bucket(4, id)", "truncate(100, id)", "id"])
+def test_plain_upsert_by_partition_matches_the_oracle(tmp_path, spec, monkeypatch):
+    """Keys that determine the partition: each leaf gets Lance's merge_insert of its rows
+    (the path is checked taken), new partitions are written; the oracle is unchanged."""
+    from lance_partitioned.operations.leaf import leaf_changes
+
+    used = []
+    real = leaf_changes.MergeRows.operation
+    monkeypatch.setattr(
+        leaf_changes.MergeRows, "operation", lambda self, base: used.append(1) or real(self, base)
+    )
+    target = [r for r in rows(150, 0, seed=12) if r["id"] is not None]
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, spec)
+    ns.append(table(target), progress=False)
+    for round_ in range(3):
+        source = [dict(r, v=float(round_)) for r in rows(40, 0, seed=13 + round_)[::2]]
+        source += rows(15, 1000 + 300 * round_, seed=20 + round_)
+        source.append(dict(rows(1, 0, seed=99)[0], id=None))
+        result = (
+            ns.merge(table(source), on="id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+        expected = oracle_merge(target, source, ["id"], columns=SCHEMA.names)
+        ids = {t["id"] for t in target if t["id"] is not None}  # a NULL key matches nothing
+        assert result.rows_updated == sum(1 for s in source if s["id"] in ids)
+        assert result.rows_inserted == sum(1 for s in source if s["id"] not in ids)
+        target = expected
+        assert_rows(ns, target)
+    assert used
+    assert_conforms(ns)

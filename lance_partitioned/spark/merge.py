@@ -146,12 +146,13 @@ def _task_function(
         manifest = Manifest(root, storage_options)
         snapshot = Snapshot.load(manifest, version, for_write=True)
         source = read_source(pa.Table.from_batches(rows), snapshot.schema, on)
-        changes, counts = plan_merge(snapshot, source, clauses)
+        # fast=False: Lance's merge_insert would need the rows on the driver
+        changes, counts = plan_merge(snapshot, source, clauses, fast=False)
         job = WriteJob(manifest, snapshot, WriteMode.APPEND, secret=secret)
         written = job.write(
             lambda writer: writer.write_all(changes.batches()), shared=True, **options
         )
-        payload = pickle.dumps((changes.removals, written, counts))
+        payload = pickle.dumps((changes.removals, written, counts.totals()))
         yield pa.RecordBatch.from_pydict(
             {PAYLOAD: [payload]}, schema=pa.schema([(PAYLOAD, pa.binary())])
         )

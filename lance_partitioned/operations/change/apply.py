@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn.driver import replanned
 from lance_partitioned.operations.txn.leases import Lease
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
@@ -34,6 +35,8 @@ class RowChanges:
 
     removals: dict[str, np.ndarray] = field(default_factory=dict)
     rows: list[pa.Table] = field(default_factory=list)
+    # leaves changed by a ready LeafChange instead (Lance's merge_insert): object id -> change
+    leaf_changes: dict[str, LeafChange] = field(default_factory=dict)
 
     def remove(self, object_id: str, addresses: np.ndarray) -> None:
         if len(addresses):
@@ -48,7 +51,7 @@ class RowChanges:
 
     @property
     def empty(self) -> bool:
-        return not self.removals and not self.rows
+        return not self.removals and not self.rows and not self.leaf_changes
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         for table in self.rows:
@@ -81,9 +84,10 @@ def apply_changes(
         return Applied(snapshot.version, 0)
     job = WriteJob(manifest, snapshot, WriteMode.APPEND, lease=lease)
     written = job.write(lambda writer: writer.write_all(changes.batches()), **options)
-    published = job.commit(written, removals=changes.removals)
+    published = job.commit(written, removals={**changes.removals, **changes.leaf_changes})
     assert published is not None
-    touched = set(changes.removals) | {lw.object_id for lw in written.leaves.values()}
+    touched = {lw.object_id for lw in written.leaves.values()}
+    touched |= set(changes.removals) | set(changes.leaf_changes)
     return Applied(published.version, len(touched))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.format.spec import partition_key
@@ -93,9 +94,15 @@ def _match_leaf(
 ) -> LeafMatches:
     ds = snapshot.open_leaf(leaf)
     rows = read_leaf_rows(ds, snapshot.schema, on, None, [], leaf.object_id, with_address=True)
-    joined = rows.join(keyed, on, join_type="inner", use_threads=False)
-    src = joined.column(SOURCE_INDEX).to_numpy()
-    addresses = joined.column(ROW_ADDRESS).to_numpy().astype(np.uint64)
+    if len(on) == 1:  # one key: a hash lookup per row, no join machinery
+        position = pc.index_in(rows.column(on[0]), value_set=keyed.column(on[0]))
+        found = pc.is_valid(position)
+        src = keyed.column(SOURCE_INDEX).take(position.filter(found)).to_numpy()
+        addresses = rows.column(ROW_ADDRESS).filter(found).to_numpy().astype(np.uint64)
+    else:
+        joined = rows.join(keyed, on, join_type="inner", use_threads=False)
+        src = joined.column(SOURCE_INDEX).to_numpy()
+        addresses = joined.column(ROW_ADDRESS).to_numpy().astype(np.uint64)
     rest = None
     if unmatched:
         all_addresses = rows.column(ROW_ADDRESS).to_numpy().astype(np.uint64)

@@ -24,7 +24,7 @@ expressions are SQL over ``source.<column>`` and ``target.<column>``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lance
@@ -39,6 +39,7 @@ from lance_partitioned.errors import (
     InvalidArgumentError,
     SchemaError,
 )
+from lance_partitioned.format.spec import partition_key
 from lance_partitioned.operations.change.apply import Applied, RowChanges, changed
 from lance_partitioned.operations.change.matching import (
     LeafMatches,
@@ -47,8 +48,10 @@ from lance_partitioned.operations.change.matching import (
 )
 from lance_partitioned.operations.change.source import ChangeSource, read_source
 from lance_partitioned.operations.change.sql import PairedRows, quoted
-from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
+from lance_partitioned.operations.leaf.leaf_changes import MergeRows
+from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
 from lance_partitioned.operations.write.input import DataLike
+from lance_partitioned.operations.write.split import partition_ranges
 
 
 @dataclass(frozen=True)
@@ -179,15 +182,43 @@ class MergeBuilder:
         return result
 
 
-def _result(applied: Applied, counts: tuple[int, int, int]) -> MergeResult:
-    inserted, updated, deleted = counts if applied.partitions else (0, 0, 0)
+@dataclass
+class MergeCounts:
+    """Rows a planned merge inserts, updates and deletes; the leaves Lance's
+    ``merge_insert`` changes count theirs when they are staged."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    merges: list[MergeRows] = field(default_factory=list)
+
+    def totals(self) -> tuple[int, int, int]:
+        return (
+            self.inserted + sum(m.inserted for m in self.merges),
+            self.updated + sum(m.updated for m in self.merges),
+            self.deleted,
+        )
+
+
+def _result(applied: Applied, counts: MergeCounts) -> MergeResult:
+    inserted, updated, deleted = counts.totals() if applied.partitions else (0, 0, 0)
     return MergeResult(applied.version, inserted, updated, deleted, applied.partitions)
 
 
 def plan_merge(
-    snapshot: Snapshot, source: ChangeSource, clauses: Sequence[_Clause]
-) -> tuple[RowChanges, tuple[int, int, int]]:
-    """The rows a merge removes and writes on ``snapshot``, and (inserted, updated, deleted)."""
+    snapshot: Snapshot, source: ChangeSource, clauses: Sequence[_Clause], fast: bool = True
+) -> tuple[RowChanges, MergeCounts]:
+    """The rows a merge removes and writes on ``snapshot``, and what it counts.
+
+    ``fast``: a plain upsert whose keys determine the partitions goes to Lance's
+    ``merge_insert`` leaf by leaf (``_upsert_by_partition``) when it can; the leaves
+    then receive the source rows themselves (a Spark task, which must not hand rows
+    to the driver, says False).
+    """
+    if fast:
+        planned = _upsert_by_partition(snapshot, source, clauses)
+        if planned is not None:
+            return planned
     by_source = [c for c in clauses if c.kind == "delete_by_source"]
     leaves = candidate_leaves(snapshot, source, prune=not by_source)
     matches = match_leaves(snapshot, source, leaves, unmatched=bool(by_source))
@@ -195,7 +226,69 @@ def plan_merge(
     updated, deleted = _matched(snapshot, source, matches, clauses, changes)
     inserted = _inserted(source, matches, clauses, changes)
     deleted += _deleted_by_source(snapshot, matches, by_source, changes)
-    return changes, (inserted, updated, deleted)
+    return changes, MergeCounts(inserted, updated, deleted)
+
+
+def _upsert_by_partition(
+    snapshot: Snapshot, source: ChangeSource, clauses: Sequence[_Clause]
+) -> tuple[RowChanges, MergeCounts] | None:
+    """A plain upsert (update all, insert all, no conditions) of a source with exactly the
+    namespace's columns, whose keys determine the current spec's partitions, into leaves
+    that all belong to that spec and hold the namespace's columns exactly: each source
+    row belongs to one partition and no update can move it, so each existing leaf gets
+    Lance's ``merge_insert`` of its rows, and rows of new partitions are written. None
+    when any condition does not hold (the general plan applies)."""
+    kinds = {c.kind for c in clauses}
+    plain = all(c.condition is None and c.set is None for c in clauses)
+    schema = snapshot.schema
+    spec = snapshot.current_spec
+    if not plain or not kinds <= {"update", "insert"} or source.extra:
+        return None
+    if source.columns != schema.names or not spec.fields:
+        return None
+    sources = {i for f in spec.fields for i in f.source_ids}
+    if not all(schema.has_id(i) and schema.field_by_id(i).name in source.on for i in sources):
+        return None
+    if any(snapshot.leaves_of_spec(sid) for sid in snapshot.specs if sid != spec.spec_id):
+        return None
+    table = source.table.combine_chunks()
+    values = [f.values(table, schema) for f in spec.fields]
+    ordered, ranges = (
+        partition_ranges(table.to_batches()[0], values) if table.num_rows else (None, [])
+    )
+    keys = [key for key, _, _ in ranges]
+    found = snapshot.rows_for_keys(spec.spec_id, keys) if keys else ([], None)
+    leaves = found[0] if found is not None else snapshot.leaves_of_spec(spec.spec_id)
+    by_key = {partition_key(leaf.values): leaf for leaf in leaves}
+    changes, counts = RowChanges(), MergeCounts()
+    for key, start, length in ranges:
+        rows = pa.Table.from_batches([ordered.slice(start, length)])
+        leaf = by_key.get(partition_key(key))
+        if leaf is None:
+            if "insert" in kinds:  # a new partition: its rows are all inserts
+                changes.write(rows)
+                counts.inserted += rows.num_rows
+            continue
+        if not _holds_namespace_columns(snapshot, leaf):
+            return None
+        merge = MergeRows(rows, source.on, update="update" in kinds, insert="insert" in kinds)
+        changes.leaf_changes[leaf.object_id] = merge
+        counts.merges.append(merge)
+    return changes, counts
+
+
+def _holds_namespace_columns(snapshot: Snapshot, leaf: Any) -> bool:
+    """Whether the leaf's columns are the namespace's: same names, types and field ids."""
+    ds = snapshot.open_leaf(leaf)
+    by_id = leaf_fields_by_id(ds)
+    if len(by_id) != len(snapshot.schema.names):
+        return False
+    return all(
+        (f := by_id.get(snapshot.schema.field_id(n))) is not None
+        and f.name == n
+        and f.type.equals(snapshot.schema.field(n).type)
+        for n in snapshot.schema.names
+    )
 
 
 def _matched(

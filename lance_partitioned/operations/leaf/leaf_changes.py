@@ -224,3 +224,34 @@ class ChangeRows(LeafChange):
         return lance.LanceOperation.Update(
             removed_fragment_ids=removed, updated_fragments=updated, new_fragments=self.fragments
         )
+
+
+@dataclass
+class MergeRows(LeafChange):
+    """Upsert ``rows`` by the key columns ``on`` with Lance's own ``merge_insert``: matched
+    rows take every column of theirs, the others are inserted (one Lance ``Update``).
+
+    For a leaf whose columns are the namespace's exactly (names, types, field ids) and
+    rows that all belong to its partition; ``updated`` and ``inserted`` count what the
+    last staging did.
+    """
+
+    rows: Any  # pa.Table with the namespace's columns
+    on: list[str]
+    update: bool = True
+    insert: bool = True
+    updated: int = 0
+    inserted: int = 0
+
+    def operation(self, base: lance.LanceDataset) -> Any | None:
+        builder = base.merge_insert(self.on)
+        if self.update:
+            builder = builder.when_matched_update_all()
+        if self.insert:
+            builder = builder.when_not_matched_insert_all()
+        transaction, stats = builder.execute_uncommitted(self.rows)
+        self.updated = int(stats.get("num_updated_rows", 0))
+        self.inserted = int(stats.get("num_inserted_rows", 0))
+        if not self.updated and not self.inserted:
+            return None
+        return transaction.operation

@@ -84,6 +84,8 @@ def operation_files(op: Any) -> frozenset[str] | None:
         return frozenset(fragment_files(op.fragments))
     if isinstance(op, lance.LanceOperation.Delete):  # only new deletion files; data stays
         return frozenset(f for f in fragment_files(op.updated_fragments) if f.startswith("_"))
+    if isinstance(op, lance.LanceOperation.Update):  # new rows, and deletion vectors
+        return frozenset(fragment_files([*op.new_fragments, *op.updated_fragments]))
     if isinstance(op, lance.LanceOperation.Rewrite):
         return frozenset(fragment_files([f for g in op.groups for f in g.new_fragments]))
     return None

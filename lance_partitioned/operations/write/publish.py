@@ -53,7 +53,8 @@ from lance_partitioned.operations.write.partition_writer import LeafWrite, Writt
 
 log = logging.getLogger(__name__)
 
-# rows a row-level change removes: object id -> row addresses in the leaf's published version
+# what a row-level change does to leaves it writes no files into: object id -> the row
+# addresses it removes (in the leaf's published version), or a ready LeafChange
 Removals = Mapping[str, Any]
 
 
@@ -79,6 +80,7 @@ def _leaf_change(
     # written with, and gain the namespace columns they lack (metadata only)
     if leaf_write.object_id in removals:
         addresses = removals[leaf_write.object_id]
+        assert not isinstance(addresses, LeafChange), "files written into a leaf it merges into"
         return ChangeRows(addresses, frags, snapshot.schema, leaf_write.object_id)
     if mode is WriteMode.APPEND:
         return AppendFiles(frags, snapshot.schema, leaf_write.object_id)
@@ -376,11 +378,14 @@ def _stage_removals(
     if not only:
         return
     by_id = snapshot.leaves_by_id(only)
+
+    def change(oid: str) -> LeafChange:
+        value = removals[oid]
+        return value if isinstance(value, LeafChange) else ChangeRows(value, label=oid)
+
     tx.stage(
         [by_id[oid] for oid in only],
-        lambda leaf: tx.stage_change(
-            leaf, ChangeRows(removals[leaf.object_id], label=leaf.object_id)
-        ),
+        lambda leaf: tx.stage_change(leaf, change(leaf.object_id)),
     )
 
 
