@@ -214,6 +214,9 @@ class ChangeRows(LeafChange):
             fragment = base.get_fragment(int(group[0] >> np.uint64(32)))
             if fragment is None:
                 raise ValueError(f"partition {self.label}: rows to change are gone")
+            if len(group) == fragment.count_rows():  # every live row: drop the fragment
+                removed.append(fragment.fragment_id)
+                continue
             new = fragment.delete(f"_rowaddr IN ({', '.join(map(str, group.tolist()))})")
             if new is None:
                 removed.append(fragment.fragment_id)
