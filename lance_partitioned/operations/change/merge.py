@@ -193,9 +193,11 @@ class MergeCounts:
     merges: list[MergeRows] = field(default_factory=list)
 
     def totals(self) -> tuple[int, int, int]:
+        # a row that moved partition was deleted from one leaf and inserted into another
+        moved = sum(m.moved_out for m in self.merges)
         return (
-            self.inserted + sum(m.inserted for m in self.merges),
-            self.updated + sum(m.updated for m in self.merges),
+            self.inserted + sum(m.inserted for m in self.merges) - moved,
+            self.updated + sum(m.updated for m in self.merges) + moved,
             self.deleted,
         )
 
@@ -229,49 +231,81 @@ def plan_merge(
     return changes, MergeCounts(inserted, updated, deleted)
 
 
+MAX_UPSERT_LEAVES = 256  # beyond: every leaf would get a copy of the source's keys
+
+
 def _upsert_by_partition(
     snapshot: Snapshot, source: ChangeSource, clauses: Sequence[_Clause]
 ) -> tuple[RowChanges, MergeCounts] | None:
-    """A plain upsert (update all, insert all, no conditions) of a source with exactly the
-    namespace's columns, whose keys determine the current spec's partitions, into leaves
-    that all belong to that spec and hold the namespace's columns exactly: each source
-    row belongs to one partition and no update can move it, so each existing leaf gets
-    Lance's ``merge_insert`` of its rows, and rows of new partitions are written. None
-    when any condition does not hold (the general plan applies)."""
+    """A plain upsert done by Lance's ``merge_insert`` in each leaf, or None (the general
+    plan applies).
+
+    It applies to clauses without conditions (update all and/or insert all), a source
+    with exactly the namespace's columns, and leaves that all belong to the current
+    spec and hold the namespace's columns exactly. Each source row is routed to the
+    partition its values give; each existing leaf gets Lance's ``merge_insert`` of its
+    rows, and rows of new partitions are written. When the keys determine the
+    partitions no row can move; otherwise (a full upsert only, and at most
+    ``MAX_UPSERT_LEAVES`` leaves) each leaf first deletes its rows whose keys the
+    source routes elsewhere: the row moves to its new partition.
+    """
     kinds = {c.kind for c in clauses}
-    plain = all(c.condition is None and c.set is None for c in clauses)
-    schema = snapshot.schema
-    spec = snapshot.current_spec
-    if not plain or not kinds <= {"update", "insert"} or source.extra:
+    schema, spec = snapshot.schema, snapshot.current_spec
+    if not all(c.condition is None and c.set is None for c in clauses) or source.extra:
         return None
-    if source.columns != schema.names or not spec.fields:
-        return None
-    sources = {i for f in spec.fields for i in f.source_ids}
-    if not all(schema.has_id(i) and schema.field_by_id(i).name in source.on for i in sources):
+    if not kinds <= {"update", "insert"} or source.columns != schema.names or not spec.fields:
         return None
     if any(snapshot.leaves_of_spec(sid) for sid in snapshot.specs if sid != spec.spec_id):
+        return None
+    sources = {i for f in spec.fields for i in f.source_ids}
+    determined = all(schema.has_id(i) and schema.field_by_id(i).name in source.on for i in sources)
+    if not determined and kinds != {"update", "insert"}:
         return None
     table = source.table.combine_chunks()
     values = [f.values(table, schema) for f in spec.fields]
     ordered, ranges = (
         partition_ranges(table.to_batches()[0], values) if table.num_rows else (None, [])
     )
-    keys = [key for key, _, _ in ranges]
-    found = snapshot.rows_for_keys(spec.spec_id, keys) if keys else ([], None)
-    leaves = found[0] if found is not None else snapshot.leaves_of_spec(spec.spec_id)
+    if determined:
+        found = (
+            snapshot.rows_for_keys(spec.spec_id, [k for k, _, _ in ranges])
+            if ranges
+            else ([], None)
+        )
+        leaves = found[0] if found is not None else snapshot.leaves_of_spec(spec.spec_id)
+    else:
+        leaves = snapshot.leaves_of_spec(spec.spec_id)
+        if len(leaves) > MAX_UPSERT_LEAVES:
+            return None
+    if not all(_holds_namespace_columns(snapshot, leaf) for leaf in leaves):
+        return None
     by_key = {partition_key(leaf.values): leaf for leaf in leaves}
+    where = {partition_key(k): (start, length) for k, start, length in ranges}
     changes, counts = RowChanges(), MergeCounts()
     for key, start, length in ranges:
-        rows = pa.Table.from_batches([ordered.slice(start, length)])
-        leaf = by_key.get(partition_key(key))
-        if leaf is None:
-            if "insert" in kinds:  # a new partition: its rows are all inserts
-                changes.write(rows)
-                counts.inserted += rows.num_rows
+        if partition_key(key) not in by_key:  # a new partition: its rows are all inserts
+            changes.write(pa.Table.from_batches([ordered.slice(start, length)]))
+            counts.inserted += length
+    keys = (
+        None
+        if determined or ordered is None
+        else pa.Table.from_batches([ordered]).select(source.on)
+    )
+    for pkey, leaf in by_key.items():
+        start, length = where.get(pkey, (0, 0))
+        rows = (
+            pa.Table.from_batches([ordered.slice(start, length)])
+            if length
+            else schema.arrow.empty_table()
+        )
+        moved = (
+            None
+            if keys is None
+            else pa.concat_tables([keys.slice(0, start), keys.slice(start + length)])
+        )
+        if not length and (moved is None or not moved.num_rows):
             continue
-        if not _holds_namespace_columns(snapshot, leaf):
-            return None
-        merge = MergeRows(rows, source.on, update="update" in kinds, insert="insert" in kinds)
+        merge = MergeRows(rows, source.on, "update" in kinds, "insert" in kinds, moved)
         changes.leaf_changes[leaf.object_id] = merge
         counts.merges.append(merge)
     return changes, counts
