@@ -112,8 +112,6 @@ def test_concurrent_merges_equal_their_serial_replay(tmp_path, spec):
     versions = [r["version"] for r in successes]
     assert len(set(versions)) == len(versions) and min(versions) > start
     assert len(successes) >= WRITERS * MERGES // 2, f"{len(failures)} merges failed"
-    # the writers did contend: some merges lost a race and re-planned
-    assert sum(r["replans"] for r in recs) > 0
 
     # the serial replay in version order, and each merge's counts at its place in it
     content = table_state(init)
@@ -143,6 +141,8 @@ def test_concurrent_merges_equal_their_serial_replay(tmp_path, spec):
     lp.open(root).vacuum(older_than=dt.timedelta(0))
     assert state(root) == content
     assert_no_orphans(root)
+    # the writers did contend: some merges lost a race and re-planned
+    assert sum(r["replans"] for r in recs) > 0
 
 
 # -- kills at every pause point -------------------------------------------------------
