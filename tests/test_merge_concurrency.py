@@ -301,3 +301,46 @@ def test_merges_inserting_one_key_into_different_partitions_conflict(tmp_path):
     _released(str(tmp_path), proc)
     assert state(root) == old + table_state(rows("a", [1], 1, 500))
     assert lp.open(root).validate() == []
+
+
+# -- a schema change while a change is in flight ---------------------------------------------
+
+
+def test_an_update_that_replans_after_a_rename_refuses_the_renamed_column(tmp_path):
+    """The update sets ``txn`` and ``part``; ``txn`` is renamed while it is paused. The
+    re-planned update must not move the rows and drop the ``txn`` assignment (no serial
+    order does that): like the update after the rename, it names the missing column."""
+    root = str(tmp_path / "ns")
+    baseline(root)
+    proc = _paused(root, str(tmp_path), worker_args("update"))
+    lp.open(root).rename_column("txn", "tag")
+    renamed = lp.open(root).to_arrow()
+    open(os.path.join(str(tmp_path), "leaves_staged.go"), "w").close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "ColumnNotFoundError" in err and "'txn'" in err, err
+    assert lp.open(root).to_arrow().sort_by("id").equals(renamed.sort_by("id"))
+    assert lp.open(root).validate() == []
+
+
+def test_a_merge_that_replans_after_a_rename_reads_its_source_by_the_new_schema(tmp_path):
+    """The merge's source has ``txn``; ``txn`` is renamed to ``tag`` while it is paused.
+    The re-planned merge is the merge after the rename: ``txn`` is then a source column
+    the namespace does not have (left out, as for any merge), ``id`` and ``part`` apply."""
+    root = str(tmp_path / "ns")
+    old = baseline(root)
+    proc = _paused(root, str(tmp_path), worker_args("merge"))
+    lp.open(root).rename_column("txn", "tag")
+    _released(str(tmp_path), proc)
+    source = table_state(rows(*MERGE_SOURCE))
+    kept = {i: txn for txn, _, i in old.elements()}  # matched rows keep their tag
+    expected = upserted(
+        old, ((kept.get(i), part, i) for _, part, i in source.elements())
+    )  # new ids: tag NULL
+    got = lp.open(root).to_arrow()
+    assert (
+        Counter(
+            zip(got["tag"].to_pylist(), got["part"].to_pylist(), got["id"].to_pylist(), strict=True)
+        )
+        == expected
+    )
+    assert lp.open(root).validate() == []

@@ -34,7 +34,6 @@ import pyarrow as pa
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
-    ColumnNotFoundError,
     CommitConflictError,
     InvalidArgumentError,
     SchemaError,
@@ -47,7 +46,7 @@ from lance_partitioned.operations.change.matching import (
     match_leaves,
 )
 from lance_partitioned.operations.change.source import ChangeSource, read_source
-from lance_partitioned.operations.change.sql import PairedRows, quoted
+from lance_partitioned.operations.change.sql import PairedRows, quoted, require_columns
 from lance_partitioned.operations.leaf.leaf_changes import MergeRows
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
 from lance_partitioned.operations.write.input import DataLike
@@ -112,9 +111,7 @@ class MergeBuilder:
         """Matched rows take ``set``: column -> SQL over ``source.`` and ``target.`` columns."""
         if not set:
             raise InvalidArgumentError("when_matched_update needs at least one column in set")
-        unknown = [c for c in set if not self._schema_of().has_field(c)]
-        if unknown:
-            raise ColumnNotFoundError(f"set names column(s) {unknown} the namespace does not have")
+        require_columns(set, self._schema_of())
         return self._add(_Clause("update", condition, dict(set)))
 
     def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
@@ -155,7 +152,8 @@ class MergeBuilder:
         ``options`` are a write's (``max_buffer_bytes``, ``max_rows_per_file``).
         The source is read once; a concurrent commit makes the merge match again
         on the latest version (it never publishes over rows it did not see), up
-        to the retry policy's tries, then CommitConflictError (retryable).
+        to the retry policy's tries, then CommitConflictError (retryable); after a
+        concurrent schema change the source's columns are taken by the new schema.
         Nothing is written when the source or the clauses are refused.
         """
         self._check_clauses()
@@ -212,11 +210,18 @@ def plan_merge(
 ) -> tuple[RowChanges, MergeCounts]:
     """The rows a merge removes and writes on ``snapshot``, and what it counts.
 
+    The source and the clauses' ``set`` columns are taken by ``snapshot``'s schema, which
+    a concurrent commit may have changed since they were checked (a re-planned merge is
+    the merge after that commit).
+
     ``fast``: a plain upsert whose keys determine the partitions goes to Lance's
     ``merge_insert`` leaf by leaf (``_upsert_by_partition``) when it can; the leaves
     then receive the source rows themselves (a Spark task, which must not hand rows
     to the driver, says False).
     """
+    source = source.on_schema(snapshot.schema)
+    for clause in clauses:
+        require_columns(clause.set or (), snapshot.schema)
     if fast:
         planned = _upsert_by_partition(snapshot, source, clauses)
         if planned is not None:
