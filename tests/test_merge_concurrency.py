@@ -12,17 +12,19 @@
   the change or none of it, validates, and the next merge and update give the
   oracle's answer; ``vacuum`` reclaims what the dead writer left.
 - **Lost races**: a merge or update that loses the ``__manifest`` race re-matches
-  what the winner published (two merges never both insert a key).
+  what the winner published (two merges never both insert a key), and after a
+  concurrent rename re-plans by the new schema.
 
 The oracle is plain Python over ``(txn, part, id)`` triples (``txn_helpers.state``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -186,16 +188,21 @@ def killed(tmp_path_factory):
         proc = spawn(root, *worker_args(op), pause=pause, pause_dir=str(folder))
         runs[(op, point)] = (root, str(folder), proc, old)
     out = {}
-    for (op, point), (root, folder, proc, old) in runs.items():
-        before = old
-        if point == "rolling_back":
-            wait_for(os.path.join(folder, "leaves_staged.paused"), proc, timeout=120)
-            lp.open(root).append(CONCURRENT)
-            before = old + table_state(CONCURRENT)
-            open(os.path.join(folder, "leaves_staged.go"), "w").close()
-        wait_for(os.path.join(folder, f"{point}.paused"), proc, timeout=120)
-        kill(proc)
-        out[(op, point)] = (root, old, before)
+    try:
+        for (op, point), (root, folder, proc, old) in runs.items():
+            before = old
+            if point == "rolling_back":
+                wait_for(os.path.join(folder, "leaves_staged.paused"), proc, timeout=120)
+                lp.open(root).append(CONCURRENT)
+                before = old + table_state(CONCURRENT)
+                open(os.path.join(folder, "leaves_staged.go"), "w").close()
+            wait_for(os.path.join(folder, f"{point}.paused"), proc, timeout=120)
+            kill(proc)
+            out[(op, point)] = (root, old, before)
+    finally:  # a worker that never paused is not left waiting
+        for _root, _folder, proc, _old in runs.values():
+            if proc.poll() is None:
+                kill(proc)
     return out
 
 
@@ -244,16 +251,22 @@ def test_kill_at_every_step(killed, op, point):
 # -- lost races re-plan ------------------------------------------------------------------
 
 
-def _paused(root: str, folder: str, args: list[str]):
+@contextlib.contextmanager
+def racing(root: str, folder: str, args: list[str]) -> Iterator[dict]:
+    """Run the worker ``args`` until it stops at ``leaves_staged``, for the block to commit
+    what races it; then let it go on: ``outcome`` gets its exit ``code`` and stderr
+    (``err``). A worker still paused when the block raised is killed."""
     proc = spawn(root, *args, pause="leaves_staged", pause_dir=folder)
-    wait_for(os.path.join(folder, "leaves_staged.paused"), proc)
-    return proc
-
-
-def _released(folder: str, proc) -> None:
-    open(os.path.join(folder, "leaves_staged.go"), "w").close()
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
+    outcome: dict = {}
+    try:
+        wait_for(os.path.join(folder, "leaves_staged.paused"), proc)
+        yield outcome
+        open(os.path.join(folder, "leaves_staged.go"), "w").close()
+        _, outcome["err"] = proc.communicate(timeout=120)
+        outcome["code"] = proc.returncode
+    finally:
+        if proc.poll() is None:
+            kill(proc)
 
 
 def test_two_merges_never_both_insert_a_key(tmp_path):
@@ -261,10 +274,10 @@ def test_two_merges_never_both_insert_a_key(tmp_path):
     the paused one re-matches and updates them (one row per key, in its partitions)."""
     root = str(tmp_path / "ns")
     old = baseline(root)
-    proc = _paused(root, str(tmp_path), worker_args("merge"))
     winner = rows("c", [0], 3, 12)
-    upsert(lp.open(root), winner)
-    _released(str(tmp_path), proc)
+    with racing(root, str(tmp_path), worker_args("merge")) as outcome:
+        upsert(lp.open(root), winner)
+    assert outcome["code"] == 0, outcome["err"]
     expected = upserted(
         upserted(old, table_state(winner).elements()), table_state(rows(*MERGE_SOURCE)).elements()
     )
@@ -278,9 +291,9 @@ def test_an_update_replans_over_rows_appended_to_its_partitions(tmp_path):
     paused: it conflicts, re-plans, and updates them too."""
     root = str(tmp_path / "ns")
     old = baseline(root)
-    proc = _paused(root, str(tmp_path), worker_args("update"))
-    lp.open(root).append(CONCURRENT)
-    _released(str(tmp_path), proc)
+    with racing(root, str(tmp_path), worker_args("update")) as outcome:
+        lp.open(root).append(CONCURRENT)
+    assert outcome["code"] == 0, outcome["err"]
     assert state(root) == updated(old + table_state(CONCURRENT))
     assert lp.open(root).validate() == []
 
@@ -295,10 +308,9 @@ def test_merges_inserting_one_key_into_different_partitions_conflict(tmp_path):
     ns.append(rows("b0", [0], 2, 0))  # one commit per partition: one fragment per leaf row
     ns.append(rows("b1", [1], 2, 10))
     old = state(root)
-    proc = _paused(root, str(tmp_path), ["one", "merge", "a", "1", "1", "500"])
-    winner = rows("w", [0], 1, 500)
-    upsert(lp.open(root), winner)
-    _released(str(tmp_path), proc)
+    with racing(root, str(tmp_path), ["one", "merge", "a", "1", "1", "500"]) as outcome:
+        upsert(lp.open(root), rows("w", [0], 1, 500))
+    assert outcome["code"] == 0, outcome["err"]
     assert state(root) == old + table_state(rows("a", [1], 1, 500))
     assert lp.open(root).validate() == []
 
@@ -312,12 +324,11 @@ def test_an_update_that_replans_after_a_rename_refuses_the_renamed_column(tmp_pa
     order does that): like the update after the rename, it names the missing column."""
     root = str(tmp_path / "ns")
     baseline(root)
-    proc = _paused(root, str(tmp_path), worker_args("update"))
-    lp.open(root).rename_column("txn", "tag")
-    renamed = lp.open(root).to_arrow()
-    open(os.path.join(str(tmp_path), "leaves_staged.go"), "w").close()
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0 and "ColumnNotFoundError" in err and "'txn'" in err, err
+    with racing(root, str(tmp_path), worker_args("update")) as outcome:
+        lp.open(root).rename_column("txn", "tag")
+        renamed = lp.open(root).to_arrow()
+    err = outcome["err"]
+    assert outcome["code"] != 0 and "ColumnNotFoundError" in err and "'txn'" in err, err
     assert lp.open(root).to_arrow().sort_by("id").equals(renamed.sort_by("id"))
     assert lp.open(root).validate() == []
 
@@ -328,19 +339,14 @@ def test_a_merge_that_replans_after_a_rename_reads_its_source_by_the_new_schema(
     the namespace does not have (left out, as for any merge), ``id`` and ``part`` apply."""
     root = str(tmp_path / "ns")
     old = baseline(root)
-    proc = _paused(root, str(tmp_path), worker_args("merge"))
-    lp.open(root).rename_column("txn", "tag")
-    _released(str(tmp_path), proc)
-    source = table_state(rows(*MERGE_SOURCE))
-    kept = {i: txn for txn, _, i in old.elements()}  # matched rows keep their tag
-    expected = upserted(
-        old, ((kept.get(i), part, i) for _, part, i in source.elements())
-    )  # new ids: tag NULL
-    got = lp.open(root).to_arrow()
-    assert (
-        Counter(
-            zip(got["tag"].to_pylist(), got["part"].to_pylist(), got["id"].to_pylist(), strict=True)
-        )
-        == expected
-    )
+    with racing(root, str(tmp_path), worker_args("merge")) as outcome:
+        lp.open(root).rename_column("txn", "tag")
+    assert outcome["code"] == 0, outcome["err"]
+    # matched rows keep their tag, new ids get NULL; id and part are the source's
+    kept = {i: txn for txn, _, i in old.elements()}
+    source = table_state(rows(*MERGE_SOURCE)).elements()
+    expected = upserted(old, ((kept.get(i), part, i) for _, part, i in source))
+    t = lp.open(root).to_arrow()
+    got = zip(t["tag"].to_pylist(), t["part"].to_pylist(), t["id"].to_pylist(), strict=True)
+    assert Counter(got) == expected
     assert lp.open(root).validate() == []
