@@ -315,6 +315,26 @@ def test_merges_inserting_one_key_into_different_partitions_conflict(tmp_path):
     assert lp.open(root).validate() == []
 
 
+def test_an_append_racing_a_merge_into_a_partition_it_only_reads_comes_after_it(tmp_path):
+    """docs/CHANGES.md §5: the merge inserts id 500 into partition 1 and reads partition
+    0 without changing it; an append of id 500 into partition 0 publishes meanwhile.
+    Nothing makes the merge plan again: the result is the merge, then the append (the
+    key twice), and the history shows the append's version first."""
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, SCHEMA, SPEC)
+    ns.append(rows("b0", [0], 2, 0))
+    ns.append(rows("b1", [1], 2, 10))
+    old = state(root)
+    appended = rows("w", [0], 1, 500)
+    with racing(root, str(tmp_path), ["one", "merge", "a", "1", "1", "500"]) as outcome:
+        append_version = lp.open(root).append(appended).version
+    assert outcome["code"] == 0, outcome["err"]
+    merged = table_state(rows("a", [1], 1, 500))
+    assert state(root) == old + table_state(appended) + merged
+    assert state(root, append_version) == old + table_state(appended)
+    assert lp.open(root).version == append_version + 1
+
+
 # -- a schema change while a change is in flight ---------------------------------------------
 
 
