@@ -26,6 +26,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+import lance
 import pyarrow as pa
 import pytest
 from txn_helpers import (
@@ -369,4 +370,40 @@ def test_a_merge_that_replans_after_a_rename_reads_its_source_by_the_new_schema(
     t = lp.open(root).to_arrow()
     got = zip(t["tag"].to_pylist(), t["part"].to_pylist(), t["id"].to_pylist(), strict=True)
     assert Counter(got) == expected
+    assert lp.open(root).validate() == []
+
+
+# -- a version slipping in while a leaf is staged ----------------------------------------------
+
+
+def test_a_staging_retry_of_an_upsert_still_deletes_the_rows_that_move_out(tmp_path, monkeypatch):
+    """The upsert moves id 1 from partition 0 to 1 and updates id 0 in partition 0, so
+    partition 0 is staged as two versions: the deletion of id 1, then Lance's
+    merge_insert of id 0. A concurrent writer's version (a Restore of the published
+    one, as its own staging makes) lands between them: the staging starts again on
+    the published content, and the deletion must be made again there (else id 1 is
+    in both partitions)."""
+    from lance_partitioned.operations.leaf import leaf_changes
+
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, SCHEMA, SPEC)
+    ns.append(rows("b", [0], 2, 0))
+    ns.append(rows("b", [1], 2, 10))
+    old = state(root)
+    real = leaf_changes.MergeRows.operation
+    slipped = []
+
+    def slip_in_first(self, base):
+        op = real(self, base)
+        if self.moved_out and not slipped:  # once, after a deletion of moved rows
+            published = lance.dataset(base.uri, version=1)
+            slipped.append(published.restore() or lance.dataset(base.uri).version)
+        return op
+
+    monkeypatch.setattr(leaf_changes.MergeRows, "operation", slip_in_first)
+    source = pa.table({"id": [0, 1], "part": [0, 1], "txn": ["m", "m"]}, schema=SCHEMA)
+    result = upsert(lp.open(root), source)
+    assert slipped, "the upsert took Lance's path (MergeRows) with a deletion"
+    assert state(root) == upserted(old, [("m", 0, 0), ("m", 1, 1)])
+    assert (result.rows_inserted, result.rows_updated) == (0, 2)
     assert lp.open(root).validate() == []

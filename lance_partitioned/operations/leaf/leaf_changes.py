@@ -43,6 +43,10 @@ class LeafChange:
         """The Lance operation to commit on ``base``; None when there is nothing to do."""
         raise NotImplementedError
 
+    def restart(self) -> None:
+        """Called before each staging attempt, which starts again from the published
+        content: whatever the last attempt committed is not below the next one."""
+
 
 @dataclass
 class AppendFiles(LeafChange):
@@ -251,6 +255,9 @@ class MergeRows(LeafChange):
     inserted: int = 0
     moved_out: int = 0
     _deleted_below: int | None = field(default=None, repr=False)
+
+    def restart(self) -> None:
+        self._deleted_below = None  # the next attempt's base holds the rows again
 
     def prepare(self, base: lance.LanceDataset) -> Any | None:
         if self.delete_keys is None or not self.rows.num_rows:
