@@ -111,10 +111,8 @@ class FragmentDiff:
 def _same_rows(old: Any, new: Any) -> bool:
     """Whether fragment metadata ``new`` holds the rows of ``old`` (same id): the same
     physical rows in the same data files, possibly with files of added columns."""
-    old_files = {f.path for f in old.data_files()}
-    return old.physical_rows == new.physical_rows and old_files <= {
-        f.path for f in new.data_files()
-    }
+    old_files, new_files = {f.path for f in old.files}, {f.path for f in new.files}
+    return old.physical_rows == new.physical_rows and old_files <= new_files
 
 
 def _live(ds: lance.LanceDataset, fragment_id: int) -> np.ndarray:
@@ -412,11 +410,13 @@ class ChangeFeed:
 
 def _operations_between(new: lance.LanceDataset, before: Leaf, after: Leaf) -> set[str] | None:
     """The Lance operations of the leaf's versions after ``before``'s up to ``after``'s
-    (both on main, by number); None when they cannot be listed (a branch or tag, or a
-    transaction file that is gone)."""
+    (both on main, by number); None when they cannot be listed (a branch or tag, a
+    transaction file that is gone, or ``after`` older than ``before``: a restore)."""
     if before.read_branch or before.read_tag or after.read_branch or after.read_tag:
         return None
     if not isinstance(before.read_version, int) or not isinstance(after.read_version, int):
+        return None
+    if after.read_version <= before.read_version:  # a restore went back
         return None
     kinds = set()
     for v in range(before.read_version + 1, after.read_version + 1):
