@@ -103,6 +103,10 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--sf", "1"],
         ["--sf", "0.01", "--batch", "1000", "--reps", "1"],
     ),
+    "changes_bench": (
+        ["--partitions", "1000,100000"],
+        ["--partitions", "20,50", "--reps", "1"],
+    ),
     "scale_bench": (
         # one run builds everything (a million leaves take a while: see scale_build.py)
         ["--sizes", "10000,100000,1000000", "--budget", "86400"],

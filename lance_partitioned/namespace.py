@@ -35,6 +35,7 @@ from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations.change.predicate import overwrite_where
 from lance_partitioned.operations.evolve import evolution
 from lance_partitioned.operations.progress import ProgressLike, reporter
+from lance_partitioned.operations.read.changes import ChangeFeed, changes
 from lance_partitioned.operations.read.scan import Scan, ScanPlan
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.write.delete import DeleteResult, delete_rows, require_filter
@@ -242,6 +243,39 @@ class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, 
             ns.scan("country = 'US'", columns=["id"]).to_arrow()
         """
         return Scan(self._snapshot, filter, columns, batch_size)
+
+    def changes(
+        self,
+        start_version: int,
+        end_version: int | None = None,
+        filter: FilterLike = None,
+        columns: Sequence[str] | None = None,
+    ) -> ChangeFeed:
+        """The rows inserted and deleted by the commits after ``start_version`` up to
+        ``end_version`` (default: this handle's version), lazily (docs/CHANGES.md
+        "Reading what changed").
+
+        Each row has the namespace's columns (``columns``: those only), then
+        ``_change_type`` (``insert`` or ``delete``; an updated row is its old value
+        deleted and its new value inserted), ``_commit_version`` (the ``__manifest``
+        version that published it) and ``_commit_timestamp`` (UTC). ``filter`` selects
+        rows as ``scan``'s does, pruning partitions through ``__manifest``. Compaction
+        and other commits that move rows without changing them add no rows. Cost
+        follows the change: partitions a commit did not touch are never opened.
+        Call ``to_arrow()``, ``to_batches()``, ``to_reader()``, ``to_pandas()`` or
+        ``count()`` on the result. A version removed by ``cleanup`` in the range
+        raises VersionNotFoundError naming the cleanup.
+
+        Example::
+
+            last = checkpoint.read()
+            ns.changes(last, filter="country = 'FR'").to_arrow()
+        """
+        if end_version is None:
+            end = self._snapshot
+        else:
+            end = Snapshot.load(self._manifest, history.check_version_arg(end_version))
+        return changes(self._manifest, start_version, end, filter, columns)
 
     def plan(self, filter: FilterLike = None) -> ScanPlan:
         """The partition tables a scan with ``filter`` reads (``ScanTask``s).

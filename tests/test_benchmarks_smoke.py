@@ -76,6 +76,10 @@ def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
         assert (out / f"{name}.png").stat().st_size > 0  # the plot
     if name == "merge_bench":
         _check_merge_report(text)
+    if name == "changes_bench":
+        # both feeds returned exactly the row each commit changed, at both sizes
+        assert "## Answer checks\n\n- all passed" in text
+        assert text.count("| 50 | ") == 2 and "deltalake `load_cdf(v, v)`" in text
     if name == "s3_bench":
         assert "Answers checked (all passed)" in text
         # the verdicts are reported, not asserted (a measurement, like a time): how many

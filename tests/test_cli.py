@@ -166,8 +166,9 @@ def test_tags_history_and_version_selection(root, data):
     lp.open(root).append(data)  # a second commit
     assert run_json("tags", root) == {"before": manifest_versions(root)[-2]}
     hist = run_json("history", root)
-    # every version on disk: create is one commit
-    assert [h["version"] for h in hist] == manifest_versions(root)
+    # every version on disk, newest first: create is one commit
+    assert [h["version"] for h in hist] == manifest_versions(root)[::-1]
+    assert [h["operation"] for h in hist] == ["append", "append", "create"]
     assert [h["tags"] for h in hist if h["tags"]] == [["before"]]
     assert run_json("versions", root) == hist
     assert run_json("count", root) == {"rows": 2 * data.num_rows}

@@ -28,6 +28,8 @@ READERS = {
     "to_arrow",
     "count",
     "versions",
+    "history",
+    "changes",
     "validate",
     "partitions",
     "namespace_properties",

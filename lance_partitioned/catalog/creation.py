@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import lance
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.layout import join_uri, spec_id_of_namespace
 from lance_partitioned.catalog.manifest import (
     MANIFEST_DIR,
@@ -203,7 +204,9 @@ def _finish(
         table_metadata_updates=lance.LanceOperation.UpdateMap(metadata, replace=False)
     )
     try:
-        return manifest.commit_operation(ds, op, what="finishing the namespace")
+        return manifest.commit_operation(
+            ds, op, what="finishing the namespace", info=CommitInfo("create", {}, 0, 0, 0)
+        )
     except CommitConflictError as exc:
         raise NamespaceExistsError(
             f"{manifest.root!r}: another create finished this namespace meanwhile"

@@ -14,8 +14,10 @@ import numbers
 from typing import Any, Protocol
 
 import lance
+import pyarrow as pa
 
 from lance_partitioned.catalog import sidecar
+from lance_partitioned.catalog.commit_info import UNKNOWN, CommitInfo
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.errors import PartitionedNamespaceError, VersionNotFoundError
 
@@ -59,6 +61,79 @@ def versions(manifest: ManifestLike) -> list[dict[str, Any]]:
         for v in listed
         if v["version"] >= first
     ]
+
+
+def utc(ts: dt.datetime) -> dt.datetime:
+    """A version's timestamp (naive local time, as Lance reports it) as a UTC instant."""
+    return ts.astimezone(dt.timezone.utc)
+
+
+# Lance operations that change neither rows nor metadata: ``__manifest``'s own upkeep
+# (``catalog.manifest_index``: indexes, compaction), whoever committed them.
+CONTENT_KEEPING = ("Rewrite", "CreateIndex")
+MAINTENANCE = "maintenance"
+
+
+def commit_record(latest: lance.LanceDataset, version: int, first: int) -> CommitInfo:
+    """What ``__manifest`` version ``version`` did, read from its transaction's properties
+    (``latest`` is any version at or after it; ``first`` the namespace's first version).
+
+    Without a record (an earlier release's or another writer's commit) the operation is
+    ``unknown`` and the parameters name the Lance operation, the one thing known; the
+    first version, which ``create`` makes by cloning (Lance cannot carry properties on a
+    clone), is ``create``.
+    """
+    try:
+        txn = latest.read_transaction(version)
+    except Exception:  # no transaction file: nothing more is known
+        txn = None
+    info = CommitInfo.read(txn.transaction_properties if txn is not None else None)
+    if info is not None:
+        return info
+    kind = type(txn.operation).__name__ if txn is not None else None
+    if version == first and kind in ("Clone", None):
+        return CommitInfo("create", {}, 0, 0, 0)
+    if kind in CONTENT_KEEPING:
+        return CommitInfo(MAINTENANCE, {"lance_operation": kind}, 0, 0, 0)
+    return CommitInfo(UNKNOWN, {"lance_operation": kind} if kind else {})
+
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        pa.field("version", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("operation", pa.string(), nullable=False),
+        pa.field("parameters", pa.string()),
+        pa.field("rows_added", pa.int64()),
+        pa.field("rows_removed", pa.int64()),
+        pa.field("partitions", pa.int64()),
+    ]
+)
+
+
+def history_table(manifest: ManifestLike, limit: int | None = None) -> pa.Table:
+    """Every ``__manifest`` version ``lp.open`` reads, newest first (``limit``: the newest
+    ``limit`` only), with what its commit did: ``HISTORY_SCHEMA``; ``parameters`` is JSON
+    text, and counts a commit did not record are NULL."""
+    listed = versions(manifest)
+    first = listed[0]["version"] if listed else 0
+    listed = listed[::-1][:limit] if limit is not None else listed[::-1]
+    latest = manifest.dataset()
+    rows = []
+    for v in listed:
+        info = commit_record(latest, v["version"], first)
+        rows.append(
+            {
+                "version": v["version"],
+                "timestamp": utc(v["timestamp"]),
+                "operation": info.operation,
+                "parameters": info.parameters_json(),
+                "rows_added": info.rows_added,
+                "rows_removed": info.rows_removed,
+                "partitions": info.partitions,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=HISTORY_SCHEMA)
 
 
 def version_asof(manifest: ManifestLike, asof: dt.datetime | dt.date | str) -> int:

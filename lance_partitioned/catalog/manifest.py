@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 from lance.dataset import Transaction
 
 from lance_partitioned.catalog import commit_safety, integrity, manifest_index, storage
+from lance_partitioned.catalog.commit_info import CommitInfo, merged
 from lance_partitioned.catalog.history import removed_version_error
-from lance_partitioned.catalog.layout import join_uri, spec_namespace
+from lance_partitioned.catalog.layout import TABLE_NAME, join_uri, spec_namespace, split_id
 from lance_partitioned.catalog.retry import is_commit_conflict
 from lance_partitioned.errors import (
     CommitConflictError,
@@ -335,10 +336,14 @@ class Manifest:
         base: lance.LanceDataset,
         upserts: pa.Table | None,
         delete_ids: Sequence[str] = (),
+        info: CommitInfo | None = None,
     ) -> lance.LanceDataset:
         """Insert/replace rows by ``object_id`` and delete others, in one commit on top of ``base``.
 
-        Raises CommitConflictError when a concurrent commit touched the same rows.
+        ``info`` records what the commit did (``catalog.commit_info``); its
+        ``partitions``, when None, are counted here: the table rows the commit
+        publishes or removes. Raises CommitConflictError when a concurrent commit
+        touched the same rows.
         """
         schema = base.schema
         upserts = schema.empty_table() if upserts is None else conform(upserts, schema)
@@ -350,6 +355,10 @@ class Manifest:
                 _sql_in("object_id", list(delete_ids))
             )
         txn, _ = builder.execute_uncommitted(upserts)
+        if info is not None:
+            if info.partitions is None:
+                info = info.with_counts(partitions=_tables_touched(upserts, delete_ids))
+            txn.transaction_properties = merged(info, txn.transaction_properties)
         try:
             committed = self._commit(base.version, txn, "the write was not published")
         except Exception:  # refused (a conflict is CommitConflictError) or failed
@@ -365,16 +374,18 @@ class Manifest:
         op: Any,
         properties: dict[str, str] | None = None,
         what: str = "the change",
+        info: CommitInfo | None = None,
     ) -> lance.LanceDataset:
         """Commit the Lance operation ``op`` (``UpdateConfig``, ``Overwrite``, ...) on top
         of ``base``, a version of ``__manifest``, compare-and-swap like ``commit``.
 
-        ``properties`` are the Lance transaction's properties. Raises CommitConflictError,
+        ``properties`` are the Lance transaction's properties, to which ``info`` (what the
+        commit did, ``catalog.commit_info``) is added. Raises CommitConflictError,
         Lance's error as its cause, when a commit landed since ``base`` that Lance does not
         rebase ``op`` over (e.g. another change of the same metadata key); ``what`` names
         the change in its message.
         """
-        txn = Transaction(base.version, op, transaction_properties=properties)
+        txn = Transaction(base.version, op, transaction_properties=merged(info, properties))
         return self._commit(base.version, txn, f"{what} was not committed")
 
     def _commit(self, read_version: int, txn: Any, not_done: str) -> lance.LanceDataset:
@@ -397,11 +408,21 @@ class Manifest:
                 ) from exc
             raise
 
-    def set_metadata(self, values: dict[str, str | None]) -> dict[str, str]:
+    def set_metadata(
+        self, values: dict[str, str | None], info: CommitInfo | None = None
+    ) -> dict[str, str]:
         """Set table-metadata keys of the latest ``__manifest`` version (None removes one),
-        in one Lance commit, which Lance rebases over concurrent commits of other keys.
-        Returns the metadata after it."""
-        return self.dataset().update_metadata(values)
+        in one Lance commit, which Lance rebases over concurrent commits of other keys
+        (as ``update_metadata`` does), recording ``info``. Returns the metadata after it."""
+        latest = self.dataset()
+        op = lance.LanceOperation.UpdateConfig(
+            table_metadata_updates=lance.LanceOperation.UpdateMap(dict(values))
+        )
+        txn = Transaction(latest.version, op, transaction_properties=merged(info, None))
+        committed = lance.LanceDataset.commit(
+            self.uri, txn, read_version=latest.version, storage_options=self.storage_options
+        )
+        return committed.metadata
 
     def create(self, rows: pa.Table, metadata: dict[str, str]) -> lance.LanceDataset:
         """Commit ``__manifest``'s first version, holding ``rows`` and table ``metadata``.
@@ -456,6 +477,19 @@ class Manifest:
             if manifest_index.indexed_columns(ds):  # an indexed manifest indexes them too
                 manifest_index.ensure(self.dataset(), self.storage_options)
         return self.dataset()
+
+
+def _tables_touched(upserts: pa.Table, delete_ids: Sequence[str]) -> int:
+    """The table rows (partitions) a commit publishes or removes: upserted rows of type
+    ``table``, and removed ids naming a leaf table (``<namespace>$dataset``)."""
+    types = upserts.column("object_type").to_pylist()
+    ids = {
+        o
+        for o, t in zip(upserts.column("object_id").to_pylist(), types, strict=True)
+        if t == "table"
+    }
+    ids.update(d for d in delete_ids if split_id(d)[-1] == TABLE_NAME)
+    return len(ids)
 
 
 def with_read_mirror(

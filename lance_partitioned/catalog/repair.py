@@ -34,6 +34,7 @@ import pyarrow as pa
 from lance.fragment import write_fragments
 
 from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import (
     READ_COLUMNS,
     READ_MIRROR_KEYS,
@@ -242,7 +243,11 @@ def repair(manifest: Manifest, damaged: lance.LanceDataset) -> list[str]:
         op = lance.LanceOperation.Overwrite(table.schema, frags)
         try:
             repaired = manifest.commit_operation(
-                damaged, op, {REPAIR_PROPERTY: "repair"}, what="the repair"
+                damaged,
+                op,
+                {REPAIR_PROPERTY: "repair"},
+                what="the repair",
+                info=CommitInfo("repair", {}, 0, 0, 0),
             )
         except CommitConflictError:
             damaged = manifest.dataset()  # someone committed (or repaired) meanwhile

@@ -3,6 +3,7 @@ count, head. None of them writes anything."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -129,29 +130,46 @@ def explain(ctx: Context, filter_: str) -> None:
 
 def _history(ctx: Context) -> None:
     ns = ctx.open()
-    tags = ns.tags()
     by_version: dict[int, list[str]] = {}
-    for name, v in tags.items():
+    for name, v in ns.tags().items():
         by_version.setdefault(v, []).append(name)
     rows = [
         {
-            "version": v["version"],
-            "timestamp": v["timestamp"],
-            "tags": by_version.get(v["version"], []),
-            "read": v["version"] == ns.version,
+            **r,
+            "timestamp": r["timestamp"].isoformat(),
+            "parameters": json.loads(r["parameters"] or "{}"),
+            "tags": by_version.get(r["version"], []),
+            "read": r["version"] == ns.version,
         }
-        for v in ns.versions()
+        for r in ns.history().to_pylist()
     ]
+
+    def count(value: int | None) -> str:
+        return "unknown" if value is None else str(value)
 
     def render(console: Any) -> None:
         console.print(
             table(
-                f"__manifest versions of {ns.root} (* = the version read)",
-                ["version", "committed", "tags"],
+                f"commits of {ns.root}, newest first (* = the version read)",
+                [
+                    "version",
+                    "committed (UTC)",
+                    "operation",
+                    "parameters",
+                    "+rows",
+                    "-rows",
+                    "partitions",
+                    "tags",
+                ],
                 [
                     [
                         f"{r['version']}{' *' if r['read'] else ''}",
-                        r["timestamp"],
+                        r["timestamp"][:19].replace("T", " "),
+                        r["operation"],
+                        json.dumps(r["parameters"], ensure_ascii=False)[1:-1],
+                        count(r["rows_added"]),
+                        count(r["rows_removed"]),
+                        count(r["partitions"]),
                         ", ".join(r["tags"]),
                     ]
                     for r in rows
@@ -165,7 +183,8 @@ def _history(ctx: Context) -> None:
 @click.command()
 @shared_options
 def history(ctx: Context) -> None:
-    """__manifest versions (each one commit), with their time and tags."""
+    """Every commit, newest first: time, operation, parameters, rows added and removed,
+    partitions touched, tags (--json: one object per commit)."""
     _history(ctx)
 
 

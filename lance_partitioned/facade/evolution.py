@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, SpecLike, WriteResult, mutator
 from lance_partitioned.format.schema import Schema
@@ -91,7 +92,8 @@ class EvolutionMethods(NamespaceHandle):
                         moved.advance()
 
             written = job.write(fill)
-            self._snapshot = job.commit(written) or job.snapshot
+            info = CommitInfo("rewrite_partitions", {"filter": scan.sql} if scan.sql else {})
+            self._snapshot = job.commit(written, info=info) or job.snapshot
         return WriteResult.of(self._snapshot.version, written)
 
     @mutator
@@ -104,7 +106,10 @@ class EvolutionMethods(NamespaceHandle):
 
             ns.add_column("score", pa.float64())
         """
-        return self._evolve_schema(lambda s: s.add_column(pa.field(name, type, nullable)))
+        return self._evolve_schema(
+            lambda s: s.add_column(pa.field(name, type, nullable)),
+            CommitInfo("add_column", {"name": name, "type": str(type), "nullable": nullable}),
+        )
 
     @mutator
     def rename_column(self, old: str, new: str) -> Schema:
@@ -117,7 +122,11 @@ class EvolutionMethods(NamespaceHandle):
 
             ns.rename_column("country", "nation")
         """
-        return self._evolve_schema(lambda s: s.rename_column(old, new), align_names=True)
+        return self._evolve_schema(
+            lambda s: s.rename_column(old, new),
+            CommitInfo("rename_column", {"old": old, "new": new}),
+            align_names=True,
+        )
 
     @mutator
     def drop_column(self, name: str) -> Schema:
@@ -132,7 +141,11 @@ class EvolutionMethods(NamespaceHandle):
 
             ns.drop_column("legacy")
         """
-        return self._evolve_schema(lambda s: s.drop_column(name), align_names=True)
+        return self._evolve_schema(
+            lambda s: s.drop_column(name),
+            CommitInfo("drop_column", {"name": name}),
+            align_names=True,
+        )
 
     @mutator
     def widen_column(self, name: str, type: pa.DataType) -> Schema:
@@ -150,15 +163,16 @@ class EvolutionMethods(NamespaceHandle):
         return schema
 
     def _evolve_schema(
-        self, change: Callable[[Schema], Schema], align_names: bool = False
+        self, change: Callable[[Schema], Schema], info: CommitInfo, align_names: bool = False
     ) -> Schema:
-        """Publish ``change`` of the schema; with ``align_names``, then rename and drop the
+        """Publish ``change`` of the schema, recorded as ``info`` (``history()``); with
+        ``align_names``, then rename and drop the
         leaves' columns to match (``operations.evolve.align``). The schema goes first: until the
         leaves follow, reads (by field id) are already right, and a crash in between
         leaves what ``validate()`` reports and ``align_leaves()`` finishes."""
         snapshot = Snapshot.load(self._manifest, for_write=True)
         schema = evolution.update_schema(
-            self._manifest, snapshot, change(evolution.evolving_schema(snapshot))
+            self._manifest, snapshot, change(evolution.evolving_schema(snapshot)), info
         )
         self.refresh()
         if align_names:

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from lance_partitioned.catalog import history, repair
 from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.errors import positive_int
 from lance_partitioned.facade.base import NamespaceHandle, mutator
 from lance_partitioned.operations.maintain import describe, maintenance, restore
 from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
@@ -99,6 +100,25 @@ class MaintenanceMethods(NamespaceHandle):
             [v["version"] for v in ns.versions()]
         """
         return history.versions(self._manifest)
+
+    def history(self, limit: int | None = None) -> pa.Table:
+        """What every commit did, newest first, as an Arrow table (``limit``: the newest only).
+
+        Columns: ``version``, ``timestamp`` (a UTC instant), ``operation`` (``create``,
+        ``append``, ``overwrite``, ``delete``, ``merge``, ``update``, ``compact``,
+        ``restore``, ``evolve_spec``, ``add_column``, ...), ``parameters`` (JSON text: the
+        filter, mode, spec, merge keys...), ``rows_added``, ``rows_removed`` and
+        ``partitions`` (touched). Each commit records them in itself (its Lance
+        transaction's properties, docs/TRANSACTIONS.md "History"); a version written by an
+        earlier release or another writer shows ``unknown`` and NULL counts.
+
+        Example::
+
+            ns.history(limit=5).to_pandas()
+        """
+        if limit is not None:
+            limit = positive_int("limit", limit)
+        return history.history_table(self._manifest, limit)
 
     def tag(self, name: str, version: int | None = None) -> int:
         """Name a ``__manifest`` version ``name`` (``version``, default this handle's) so it

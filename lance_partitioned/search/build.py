@@ -28,6 +28,7 @@ from typing import Any
 
 import lance
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
@@ -213,10 +214,12 @@ def _publish(
     snapshot: Snapshot,
     changes: dict[str, tuple[Leaf, LeafChange]],
     lease: Any,
+    info: CommitInfo,
     before_rows: Callable[[], lance.LanceDataset] | None = None,
     progress: Progress = NO_PROGRESS,
 ) -> tuple[int | None, list[str]]:
-    """Stage every change in parallel, then publish the changed leaves in one commit.
+    """Stage every change in parallel, then publish the changed leaves in one commit,
+    recorded as ``info`` (``history()``; an index moves no row).
 
     ``before_rows`` (create_index: the definition commit) runs after staging
     succeeded and returns the ``__manifest`` version to publish on. Returns the
@@ -238,7 +241,9 @@ def _publish(
         if not versions:
             return None, []
         pause_point("leaves_staged")
-        published = tx.publish(tx.republished, base=base)
+        published = tx.publish(
+            tx.republished, base=base, info=info.with_counts(rows_added=0, rows_removed=0)
+        )
     return published, sorted(versions)
 
 
@@ -290,7 +295,13 @@ def create_index(
     with leases.hold(manifest, "create_index") as lease:
         try:
             version, done = _publish(
-                manifest, snapshot, changes, lease, record_definition, progress
+                manifest,
+                snapshot,
+                changes,
+                lease,
+                CommitInfo("create_index", {"name": d.name}),
+                record_definition,
+                progress,
             )
         except BaseException:
             if same is None:
@@ -342,7 +353,9 @@ def optimize_indexes(
     if not changes:
         return IndexReport(snapshot.version, [])
     with leases.hold(manifest, "optimize_indexes") as lease:
-        version, done = _publish(manifest, snapshot, changes, lease, progress=progress)
+        version, done = _publish(
+            manifest, snapshot, changes, lease, CommitInfo("optimize_indexes"), progress=progress
+        )
     return IndexReport(version or snapshot.version, done)
 
 
@@ -357,7 +370,9 @@ def drop_index(manifest: Manifest, name: str) -> IndexReport:
         raise SearchError(f"no index named {name!r}; indexes are {sorted(defs) or 'none'}")
     changes = {leaf.object_id: (leaf, DropIndexes(name)) for leaf in scope(snapshot, defs[name])}
     with leases.hold(manifest, "drop_index") as lease:
-        version, done = _publish(manifest, snapshot, changes, lease)
+        version, done = _publish(
+            manifest, snapshot, changes, lease, CommitInfo("drop_index", {"name": name})
+        )
     latest = Snapshot.load(manifest, for_write=True)
     now = load_definitions(latest)
     now.pop(name, None)

@@ -20,6 +20,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
@@ -180,7 +181,10 @@ def commit_definitions(
             {INDEXES_KEY: encode_definitions(defs) if defs else None}, replace=False
         )
     )
-    return manifest.commit_operation(base, op, what="the change of the index definitions")
+    info = CommitInfo("set_index_definitions", {"indexes": sorted(defs)}, 0, 0, 0)
+    return manifest.commit_operation(
+        base, op, what="the change of the index definitions", info=info
+    )
 
 
 def normalize_metric(metric: str) -> str:

@@ -39,7 +39,12 @@ from pyspark.sql import DataFrame, SparkSession
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import UnsupportedFeatureError
-from lance_partitioned.operations.change.merge import MergeBuilder, MergeResult, plan_merge
+from lance_partitioned.operations.change.merge import (
+    MergeBuilder,
+    MergeResult,
+    merge_info,
+    plan_merge,
+)
 from lance_partitioned.operations.change.source import key_names, read_source
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.driver import replanned
@@ -122,7 +127,11 @@ class SparkMergeBuilder(MergeBuilder):
         job = WriteJob(self._manifest, snapshot, WriteMode.APPEND, secret=secret, lease=lease)
         if not merged and not written.leaves:
             return MergeResult(snapshot.version, 0, 0, 0, 0)
-        published = job.commit(written, removals=merged)
+        published = job.commit(
+            written,
+            removals=merged,
+            info=merge_info(self._on, self._clauses, inserted, updated, deleted),
+        )
         assert published is not None
         touched = set(merged) | {lw.object_id for lw in written.leaves.values()}
         return MergeResult(published.version, inserted, updated, deleted, len(touched))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
@@ -72,10 +73,12 @@ def apply_changes(
     snapshot: Snapshot,
     lease: Lease | None,
     changes: RowChanges,
+    info: Callable[[], CommitInfo] | None = None,
     **options: Any,
 ) -> Applied:
     """Write ``changes.rows`` and publish them with ``changes.removals`` in one commit.
 
+    ``info`` gives the commit's record once its leaves are staged (``ns.history()``).
     ``options`` are the write's (``max_buffer_bytes``, ``max_rows_per_file``).
     Raises CommitConflictError when any commit landed since ``snapshot`` that
     rewrote a lock row or a touched leaf's row: nothing is published.
@@ -84,7 +87,9 @@ def apply_changes(
         return Applied(snapshot.version, 0)
     job = WriteJob(manifest, snapshot, WriteMode.APPEND, lease=lease)
     written = job.write(lambda writer: writer.write_all(changes.batches()), **options)
-    published = job.commit(written, removals={**changes.removals, **changes.leaf_changes})
+    published = job.commit(
+        written, removals={**changes.removals, **changes.leaf_changes}, info=info
+    )
     assert published is not None
     touched = {lw.object_id for lw in written.leaves.values()}
     touched |= set(changes.removals) | set(changes.leaf_changes)
@@ -96,15 +101,20 @@ def changed(
     what: str,
     plan: Callable[[Snapshot], tuple[RowChanges, Any]],
     finish: Callable[[Applied, Any], Any],
+    describe: Callable[[Any], CommitInfo],
     **options: Any,
 ) -> Any:
     """Plan a row-level change on the latest snapshot, apply it, and plan again after
     each conflict (``driver.replanned``); ``finish(applied, counts)`` makes the result
-    from what ``plan`` counted."""
+    from what ``plan`` counted, ``describe(counts)`` the commit's record (called once
+    the leaves are staged: Lance's ``merge_insert`` counts its rows then)."""
     options = check_write_sizes(**options)
 
     def once(snapshot: Snapshot, lease: Lease | None) -> Any:
         changes, counts = plan(snapshot)
-        return finish(apply_changes(manifest, snapshot, lease, changes, **options), counts)
+        applied = apply_changes(
+            manifest, snapshot, lease, changes, lambda: describe(counts), **options
+        )
+        return finish(applied, counts)
 
     return replanned(manifest, what, once)

@@ -31,6 +31,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
@@ -45,7 +46,7 @@ from lance_partitioned.operations.change.matching import (
     candidate_leaves,
     match_leaves,
 )
-from lance_partitioned.operations.change.source import ChangeSource, read_source
+from lance_partitioned.operations.change.source import ChangeSource, key_names, read_source
 from lance_partitioned.operations.change.sql import PairedRows, quoted, require_columns
 from lance_partitioned.operations.leaf.leaf_changes import MergeRows
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
@@ -173,6 +174,7 @@ class MergeBuilder:
             "merge",
             lambda snapshot: plan_merge(snapshot, source, self._clauses),
             lambda applied, counts: _result(applied, counts),
+            lambda counts: merge_info(self._on, self._clauses, *counts.totals()),
             **options,
         )
         if self._on_done is not None:
@@ -198,6 +200,24 @@ class MergeCounts:
             self.updated + sum(m.updated for m in self.merges) + moved,
             self.deleted,
         )
+
+
+def merge_info(
+    on: str | Sequence[str], clauses: Sequence[_Clause], inserted: int, updated: int, deleted: int
+) -> CommitInfo:
+    """The record of a merge's commit (``ns.history()``): its keys and clauses, and its
+    rows (an updated row is one removed and one added)."""
+    spelled = [
+        {"kind": c.kind, **({"condition": c.condition} if c.condition else {}),
+         **({"set": dict(c.set)} if c.set else {})}
+        for c in clauses
+    ]  # fmt: skip
+    return CommitInfo(
+        "merge",
+        {"on": key_names(on), "clauses": spelled},
+        rows_added=inserted + updated,
+        rows_removed=updated + deleted,
+    )
 
 
 def _result(applied: Applied, counts: MergeCounts) -> MergeResult:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError, InvalidArgumentError
@@ -78,9 +79,12 @@ def update_rows(
         raise InvalidArgumentError("update needs at least one column in set")
     require_columns(set, schema)
 
+    planned: dict[str, str] = {}  # the where as SQL, for the commit's record
+
     def plan(snapshot: Snapshot) -> tuple[RowChanges, int]:
         require_columns(set, snapshot.schema)
         changes = RowChanges()
+        planned["where"] = where_sql(snapshot, where)
         exprs = {n: set.get(n, f"target.{quoted(n)}") for n in snapshot.schema.names}
         count = 0
         for leaf, rows in _matching_rows(snapshot, where, snapshot.schema.names):
@@ -97,6 +101,12 @@ def update_rows(
         lambda applied, count: UpdateResult(
             applied.version, count if applied.partitions else 0, applied.partitions
         ),
+        lambda count: CommitInfo(
+            "update",
+            {"set": dict(set), "where": planned["where"]},
+            rows_added=count,
+            rows_removed=count,
+        ),
         **options,
     )
 
@@ -111,10 +121,9 @@ def overwrite_where(
     schema = snapshot.schema
     conform = InputConformer(schema)
     rows = pa.Table.from_batches([conform(b) for b in iter_batches(data)], schema=schema.arrow)
-    expr = Scan(snapshot, where).expr
-    sql = "true" if expr is None else to_lance_sql(expr)
+    sql = where_sql(snapshot, where)
     kept = None
-    if rows.num_rows and expr is not None:
+    if rows.num_rows and sql != "true":
         kept = filter_batch(rows.combine_chunks().to_batches()[0], sql)
     if kept is not None and kept.num_rows != rows.num_rows:
         bad = rows.num_rows - kept.num_rows
@@ -139,8 +148,20 @@ def overwrite_where(
         lambda applied, deleted: OverwriteResult(
             applied.version, deleted, rows.num_rows, applied.partitions
         ),
+        lambda deleted: CommitInfo(
+            "overwrite",
+            {"mode": "where", "where": sql},
+            rows_added=rows.num_rows,
+            rows_removed=deleted,
+        ),
         **options,
     )
+
+
+def where_sql(snapshot: Snapshot, where: FilterLike) -> str:
+    """``where`` as Lance SQL, bound to ``snapshot`` (``"true"``: every row)."""
+    expr = Scan(snapshot, where).expr
+    return "true" if expr is None else to_lance_sql(expr)
 
 
 def _addresses(rows: pa.Table) -> np.ndarray:

@@ -37,7 +37,7 @@ def align_leaves(manifest: Manifest, widen: bool = True) -> AlignReport:
     """
     done = restage(
         manifest,
-        "align leaves",
+        "align_leaves",
         lambda snapshot, leaf: AlignLeaf(snapshot.schema, widen),
     )
     return AlignReport(done.version, sorted(done.changes))

@@ -13,6 +13,7 @@ import json
 import pyarrow as pa
 
 from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import SCHEMA_KEY, Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import CommitConflictError, SchemaError
@@ -108,14 +109,19 @@ def evolve_spec(manifest: Manifest, planned: Snapshot, spec: object) -> Partitio
         ],
         schema=base.schema,
     )
-    manifest.commit(base, row)
-    manifest.set_metadata({new.key: new.to_json_str()})
+    # both commits say what they are part of: the new spec's row, then its metadata
+    info = CommitInfo("evolve_spec", {"spec": new.describe(planned.schema)}, 0, 0, 0)
+    manifest.commit(base, row, info=info)
+    manifest.set_metadata({new.key: new.to_json_str()}, info)
     del latest
     return new
 
 
-def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Schema:
-    """Publish a new namespace schema (already validated against the evolution rules)."""
+def update_schema(
+    manifest: Manifest, planned: Snapshot, schema: Schema, info: CommitInfo | None = None
+) -> Schema:
+    """Publish a new namespace schema (already validated against the evolution rules),
+    recording ``info`` (``history()``: the operation that changed it)."""
     _check_unchanged(manifest, planned)
     # the ids of columns dropped so far stay retired, whoever built ``schema``
     schema = schema.with_last_field_id(evolving_schema(planned).last_field_id)
@@ -132,7 +138,9 @@ def update_schema(manifest: Manifest, planned: Snapshot, schema: Schema) -> Sche
                     f"cannot drop column {name!r}: the current partition spec v{current.spec_id} "
                     f"partitions by it (field {f.field_id!r}); evolve the spec first"
                 )
-    manifest.set_metadata(schema_metadata(schema))
+    if info is not None:  # a schema change moves no row
+        info = info.with_counts(rows_added=0, rows_removed=0, partitions=0)
+    manifest.set_metadata(schema_metadata(schema), info)
     return schema
 
 
@@ -157,5 +165,7 @@ def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.
     manifest.widen_partition_columns(columns)
     metadata = schema_metadata(schema)
     metadata.update({s.key: s.to_json_str() for s in changed})
-    manifest.set_metadata(metadata)
+    manifest.set_metadata(
+        metadata, CommitInfo("widen_column", {"name": name, "type": str(new_type)}, 0, 0, 0)
+    )
     return schema

@@ -109,7 +109,7 @@ def realign_field_ids(manifest: Manifest) -> RealignReport:
     opts = manifest.storage_options
     done = restage(
         manifest,
-        "realign field ids",
+        "realign_field_ids",
         lambda snapshot, leaf: RealignFieldIds(snapshot.schema, leaf.object_id, opts),
         leaves_of=drifted_leaves,
     )

@@ -30,6 +30,7 @@ import lance
 import pyarrow as pa
 
 from lance_partitioned.catalog import history, manifest_index, storage
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import is_commit_conflict
@@ -432,7 +433,16 @@ def _compact(
         )
         pause_point("leaves_staged")
         try:
-            published = tx.publish(rows, on_conflict=skip_changed)
+            published = tx.publish(
+                rows,
+                on_conflict=skip_changed,
+                info=CommitInfo(
+                    "compact",
+                    {"target_rows_per_fragment": target_rows_per_fragment},
+                    rows_added=0,
+                    rows_removed=0,
+                ),
+            )
         except CommitConflictError as exc:  # every attempt lost: publish nothing this time
             skip_changed(exc)
         if published is None and tx.versions():

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import lance
 
 from lance_partitioned.catalog import history, leaf_open, repair
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import COMMIT_RETRY
 from lance_partitioned.catalog.snapshot import Snapshot
@@ -36,8 +37,9 @@ from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.driver import new_txn_id
 from lance_partitioned.operations.txn.staging import TXN_PROPERTY
 
-# Lance transaction properties of the restore's commit: what it restored
-OPERATION_PROPERTY = "lp.operation"
+# A Lance transaction property of the restore's commit beside its record
+# (``catalog.commit_info``): the version it restored, as releases before the
+# record wrote it
 RESTORED_FROM_PROPERTY = "lp.restored_from"
 
 
@@ -101,12 +103,9 @@ def _restore_once(manifest: Manifest, source: int, lease: leases.Lease | None) -
     committed = manifest.commit_operation(
         latest.dataset,
         lance.LanceOperation.Restore(source),
-        {
-            TXN_PROPERTY: new_txn_id(),
-            OPERATION_PROPERTY: "restore",
-            RESTORED_FROM_PROPERTY: str(source),
-        },
+        {TXN_PROPERTY: new_txn_id(), RESTORED_FROM_PROPERTY: str(source)},
         what="the restore",
+        info=CommitInfo("restore", {"version": source}, partitions=changed),
     )
     return RestoreResult(_keep_field_id_mark(manifest, latest, old, committed), source, changed)
 
@@ -168,5 +167,7 @@ def _keep_field_id_mark(
         mark = max(mark, -1 if before is None else before)
     if old.schema.last_field_id >= mark:
         return committed.version
-    manifest.set_metadata({LAST_FIELD_ID_KEY: str(mark)})
+    manifest.set_metadata(
+        {LAST_FIELD_ID_KEY: str(mark)}, CommitInfo("restore", {"version": old.version}, 0, 0, 0)
+    )
     return manifest.dataset().version

@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_partitioned.catalog import storage
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import Manifest, republish_rows
 from lance_partitioned.catalog.retry import COMMIT_RETRY
@@ -262,9 +263,12 @@ class LeafTransaction:
         rows: Callable[[Base], Rows | None],
         base: Base = None,
         on_conflict: Callable[[CommitConflictError], Base] | None = None,
+        info: CommitInfo | Callable[[], CommitInfo] | None = None,
     ) -> int | None:
         """Commit ``rows(base)`` (upserts, object ids to delete) on ``base`` (default: the
         transaction's snapshot) after the check before publishing; return the version.
+        ``info`` is what the commit records of itself (``ns.history()``), or a function
+        returning it, called once the leaves are staged (counts staging found out).
 
         On a conflict, ``on_conflict`` returns the base to retry on (rebasing) or
         raises; without it, or after the tries of ``COMMIT_RETRY`` (``catalog.retry``),
@@ -280,7 +284,8 @@ class LeafTransaction:
             self.staged.before_publish()
             dataset = base.dataset if isinstance(base, Snapshot) else base
             try:
-                self.published = self.manifest.commit(dataset, upserts, deletes).version
+                record = info() if callable(info) else info
+                self.published = self.manifest.commit(dataset, upserts, deletes, record).version
             except CommitConflictError as exc:
                 if on_conflict is None or COMMIT_RETRY.is_last(attempt):
                     raise

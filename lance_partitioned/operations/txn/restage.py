@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.operations.leaf.leaf_changes import LeafChange
@@ -43,18 +44,21 @@ def restage(
     """Stage ``change_for(snapshot, leaf)`` on each of ``leaves_of(snapshot)`` and publish
     the leaves it changed in one ``__manifest`` commit.
 
-    ``what`` names the operation in the lease. A change whose ``operation`` and
+    ``what`` names the operation in the lease and in the commit's record
+    (``history()``: it moves no row). A change whose ``operation`` and
     ``prepare`` find nothing to do leaves its leaf unpublished. Raises a
     retryable CommitConflictError when every try of ``catalog.retry.COMMIT_RETRY`` conflicted.
 
     Example::
 
-        restage(manifest, "align leaves", lambda snap, leaf: AlignLeaf(snap.schema, leaf.object_id))
+        restage(manifest, "align_leaves", lambda snap, leaf: AlignLeaf(snap.schema, leaf.object_id))
     """
     return replanned(
         manifest,
         what,
-        lambda snap, lease: _restage_once(manifest, snap, change_for, leaves_of(snap), lease),
+        lambda snap, lease: _restage_once(
+            manifest, snap, change_for, leaves_of(snap), lease, CommitInfo(what, {}, 0, 0)
+        ),
     )
 
 
@@ -64,6 +68,7 @@ def _restage_once(
     change_for: Callable[[Snapshot, Leaf], LeafChange],
     leaves: Sequence[Leaf],
     lease: leases.Lease | None,
+    info: CommitInfo,
 ) -> Restaged:
     changes: dict[str, LeafChange] = {}
     with LeafTransaction(manifest, snapshot, "restage", lease=lease) as tx:
@@ -78,6 +83,6 @@ def _restage_once(
         if not versions:
             return Restaged(snapshot.version)
         pause_point("leaves_staged")
-        published = tx.publish(tx.republished)
+        published = tx.publish(tx.republished, info=info)
     assert published is not None
     return Restaged(published, {oid: changes[oid] for oid in versions})

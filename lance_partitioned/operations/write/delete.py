@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest, lock_rows
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import FilterError
@@ -101,6 +102,9 @@ def _delete_once(
         if not versions:
             return DeleteResult(snapshot.version, 0, 0)
         pause_point("leaves_staged")
-        published = tx.publish(lambda base: tx.republished(base, lock_rows(snapshot.specs)))
-    deleted = sum(changes[oid].deleted for oid in versions)
+        deleted = sum(changes[oid].deleted for oid in versions)
+        published = tx.publish(
+            lambda base: tx.republished(base, lock_rows(snapshot.specs)),
+            info=CommitInfo("delete", {"filter": predicate}, rows_added=0, rows_removed=deleted),
+        )
     return DeleteResult(published, deleted, len(versions))

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import positive_int
@@ -154,11 +155,18 @@ class WriteJob:
         """
         return not written.leaves and self.mode is not WriteMode.OVERWRITE and not self.replaces
 
-    def commit(self, written: WrittenFiles, removals: Removals | None = None) -> Snapshot | None:
+    def commit(
+        self,
+        written: WrittenFiles,
+        removals: Removals | None = None,
+        info: CommitInfo | Callable[[], CommitInfo] | None = None,
+    ) -> Snapshot | None:
         """Publish ``written`` with one ``__manifest`` commit (``publish.commit_write``).
 
         ``removals`` (object id -> row addresses) are rows of the job's snapshot the
         same commit removes: a row-level change, never rebased (``commit_write``).
+        ``info`` is the commit's record (``ns.history()``; default: the write's mode,
+        rows written and rows of the partitions it replaces).
         Returns the published snapshot, or None when the empty-write rule
         says there is nothing to publish.
         """
@@ -172,4 +180,5 @@ class WriteJob:
             replaces=self.replaces,
             lease=self.lease,
             removals=removals,
+            info=info,
         )

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from lance_partitioned.catalog import layout
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.leaf_open import resolve_leaf
 from lance_partitioned.catalog.manifest import (
     Manifest,
@@ -27,6 +28,7 @@ from lance_partitioned.catalog.manifest import (
     republish_rows,
     with_read_mirror,
 )
+from lance_partitioned.catalog.manifest_query import object_ids_in
 from lance_partitioned.catalog.mirror import mirror_metadata, mirror_values
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import CommitConflictError, PartitionedNamespaceError
@@ -258,6 +260,7 @@ def commit_write(
     replaces: Sequence[str] = (),
     lease: Lease | None = None,
     removals: Removals | None = None,
+    info: CommitInfo | Callable[[], CommitInfo] | None = None,
 ) -> Snapshot:
     """Publish ``written`` in one ``__manifest`` commit. Returns the new snapshot.
 
@@ -286,8 +289,16 @@ def commit_write(
     them. Such a commit read what it changes, so it is never rebased: it rewrites
     every spec's lock row and any conflict raises CommitConflictError, for the
     caller to plan again on the latest version (``driver.replanned``).
+
+    ``info`` is the commit's record (``ns.history()``). A write of rows (no
+    ``removals``) gets its counts here (``write_info``): ``info`` then gives only
+    the operation and its parameters (default: the mode's).
     """
     mode = WriteMode(mode)  # a WriteMode, or its value ("append", ...); else ValueError
+    if removals is None:
+        info = write_info(
+            snapshot, written, mode, replaces, info if isinstance(info, CommitInfo) else None
+        )
     if written.snapshot_version != snapshot.version:
         raise PartitionedNamespaceError("files were written against a different snapshot")
     existing = [leaf_write for leaf_write in written.leaves.values() if not leaf_write.is_new]
@@ -345,7 +356,7 @@ def commit_write(
         pause_point("leaves_staged")
         if removals is not None:
             published = tx.publish(
-                lambda base: _publish_with_removals(base, tx, written, removals, mode)
+                lambda base: _publish_with_removals(base, tx, written, removals, mode), info=info
             )
             assert published is not None
             return Snapshot.load(manifest, published)
@@ -358,9 +369,47 @@ def commit_write(
         published = tx.publish(
             lambda base: _publish_rows(base, written, staged, mode, replaces),
             on_conflict=rebase,
+            info=info,
         )
     assert published is not None
     return Snapshot.load(manifest, published)
+
+
+def write_info(
+    snapshot: Snapshot,
+    written: WrittenFiles,
+    mode: WriteMode,
+    replaces: Sequence[str],
+    info: CommitInfo | None = None,
+) -> CommitInfo:
+    """The record of a write's commit: ``info``'s operation and parameters (default
+    ``append``, or ``overwrite`` with its ``mode``), the rows written, and the rows of
+    the partitions it replaces (every partition for a full overwrite)."""
+    if info is None:
+        info = (
+            CommitInfo("append")
+            if mode is WriteMode.APPEND
+            else CommitInfo(
+                "overwrite", {"mode": "static" if mode is WriteMode.OVERWRITE else "dynamic"}
+            )
+        )
+    if mode is WriteMode.OVERWRITE:
+        removed = rows_in(snapshot, None)
+    else:
+        replaced = set(replaces)
+        if mode is WriteMode.DYNAMIC:
+            replaced |= {lw.object_id for lw in written.leaves.values() if not lw.is_new}
+        removed = rows_in(snapshot, sorted(replaced))
+    return info.with_counts(rows_added=written.rows, rows_removed=removed)
+
+
+def rows_in(snapshot: Snapshot, object_ids: Sequence[str] | None) -> int:
+    """The rows of the named leaves of ``snapshot`` (None: every leaf): the counts
+    ``__manifest`` keeps, and the leaves without one counted by opening them."""
+    if object_ids is not None and not object_ids:
+        return 0
+    known, rest = snapshot.row_counts(None if object_ids is None else object_ids_in(object_ids))
+    return known + sum(snapshot.open_leaf(leaf).count_rows() for leaf in rest)
 
 
 def _removed_only(written: WrittenFiles, removals: Removals) -> list[str]:
