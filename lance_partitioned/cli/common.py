@@ -13,10 +13,12 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -103,6 +105,8 @@ _TIMESTAMP = re.compile(r"^timestamp\[(s|ms|us|ns)(?:,\s*tz=([^\]]+))?\]$")
 def parse_type(text: str) -> pa.DataType:
     """An Arrow type from its usual spelling: ``int64``, ``string``, ``date32``, ``double``,
     ``decimal(10,2)`` / ``decimal128(10,2)``, ``timestamp[us]``, ``timestamp[us, tz=UTC]``."""
+    import pyarrow as pa  # here: the CLI's modules load only click (a fast --help)
+
     t = text.strip().lower()
     if m := _DECIMAL.match(t):
         width, p, s = m.groups()

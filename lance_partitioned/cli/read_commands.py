@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import pyarrow as pa
 
 from lance_partitioned.cli.common import Context, shared_options
 from lance_partitioned.cli.output import emit, table
-from lance_partitioned.operations.maintain import describe as describe_ops
+
+# The library loads inside each command, not here: ``--help`` imports only click and
+# these modules (tests/test_startup.py).
 
 # the most rows ``head`` can slice (Arrow lengths are signed 64-bit)
 MAX_ROWS = 2**63 - 1
@@ -29,6 +30,8 @@ def _columns(value: str | None) -> list[str] | None:
 @shared_options
 def describe(ctx: Context) -> None:
     """Schema, partition specs, partitions with row/file counts and sizes, and versions."""
+    from lance_partitioned.operations.maintain import describe as describe_ops
+
     ns = ctx.open()
     if ctx.json:
         emit(True, describe_ops.summary(ns.snapshot, ns.root), lambda c: None)
@@ -41,6 +44,8 @@ def describe(ctx: Context) -> None:
 @click.option("--filter", "filter_", metavar="SQL", help="Only partitions this filter may match.")
 def partitions(ctx: Context, filter_: str | None) -> None:
     """One row per partition: spec version, values, rows, files, bytes, read version."""
+    from lance_partitioned.operations.maintain import describe as describe_ops
+
     ns = ctx.open()
     parts = describe_ops.summary(ns.snapshot, ns.root)["partitions"]
     if filter_ is not None:
@@ -206,6 +211,8 @@ def count(ctx: Context, filter_: str | None) -> None:
 )
 def head(ctx: Context, filter_: str | None, columns: str | None, limit: int) -> None:
     """The first rows (matching --filter), read leaf by leaf until enough are found."""
+    import pyarrow as pa
+
     scan = ctx.open().scan(filter_, columns=_columns(columns))
     batches, got = [], 0
     if limit:
