@@ -9,7 +9,16 @@ ns.scan("event_date >= '2025-03-01' AND country = 'US'").to_arrow()
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# Lance's Rust log reads LANCE_LOG once, when lance is imported, and by default prints
+# its WARN lines (IVF training on few vectors, deprecations) to stderr during normal
+# calls. Unless the user chose a level, errors only: set LANCE_LOG=warn (or info, debug)
+# to see the rest. Set here, before any of our modules imports lance, and inherited by
+# every child process (Spark's Python workers). A program that imports lance before
+# lance_partitioned keeps Lance's own default. README "Logging"; tests/test_quiet.py.
+os.environ.setdefault("LANCE_LOG", "error")
 
 from lance_partitioned.errors import (
     ColumnNotFoundError,
