@@ -26,15 +26,23 @@ def _columns(value: str | None) -> list[str] | None:
     return names
 
 
+def _summary(ns: Any) -> dict[str, Any]:
+    """``describe``'s data: a seed-003 namespace reports in its own layout's terms."""
+    import lance_partitioned as lp
+    from lance_partitioned.operations.maintain import describe as describe_ops
+
+    if isinstance(ns, lp.Seed003Namespace):
+        return ns.summary()
+    return describe_ops.summary(ns.snapshot, ns.root)
+
+
 @click.command()
 @shared_options
 def describe(ctx: Context) -> None:
     """Schema, partition specs, partitions with row/file counts and sizes, and versions."""
-    from lance_partitioned.operations.maintain import describe as describe_ops
-
     ns = ctx.open()
     if ctx.json:
-        emit(True, describe_ops.summary(ns.snapshot, ns.root), lambda c: None)
+        emit(True, _summary(ns), lambda c: None)
     else:
         click.echo(ns.describe())
 
@@ -47,7 +55,7 @@ def partitions(ctx: Context, filter_: str | None) -> None:
     from lance_partitioned.operations.maintain import describe as describe_ops
 
     ns = ctx.open()
-    parts = describe_ops.summary(ns.snapshot, ns.root)["partitions"]
+    parts = _summary(ns)["partitions"]
     if filter_ is not None:
         kept = {t.object_id for t in ns.plan(filter_)}
         parts = [p for p in parts if p["object_id"] in kept]
