@@ -1,8 +1,9 @@
 """Options every command shares, and parsing of the values they take.
 
 Every command takes the namespace root first, then ``--json``,
-``--storage-option key=value`` (repeatable), ``--version N|TAG`` and
-``--debug``. Bad values are usage errors (exit 2) raised as
+``--storage-option key=value`` (repeatable), ``--at-version N|TAG`` (also
+spelled ``--version`` after the command; before any command, ``--version`` prints
+the package version) and ``--debug``. Bad values are usage errors (exit 2) raised as
 ``click.BadParameter``, so they name the option.
 """
 
@@ -32,7 +33,7 @@ class Context:
     debug: bool
 
     def open(self, pinned: bool = True) -> Any:
-        """The namespace at ``--version`` (or the latest; ``pinned=False`` ignores --version)."""
+        """The namespace at ``--at-version`` (or the latest; ``pinned=False`` ignores it)."""
         import lance_partitioned as lp
 
         version = self.version if pinned else None
@@ -139,7 +140,13 @@ def shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
         metavar="KEY=VALUE",
         help="Object-store option (repeatable), e.g. -s aws_region=us-east-1.",
     )
-    @click.option("--version", "version", metavar="N|TAG", help="A __manifest version or tag.")
+    @click.option(
+        "--at-version",
+        "--version",
+        "version",
+        metavar="N|TAG",
+        help="Read the namespace at this __manifest version or tag (alias: --version).",
+    )
     @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
     @functools.wraps(command)
     def wrapper(
