@@ -112,6 +112,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--sizes", "10000,100000,1000000", "--budget", "86400"],
         ["--sizes", "50", "--reps", "1", "--clean"],
     ),
+    "startup_bench": (["--reps", "15"], ["--reps", "1"]),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
 SPARK_SCRIPTS = ("spark_bench", "spj_bench")

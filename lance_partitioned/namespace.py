@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
     InvalidArgumentError,
     NotAPartitionedNamespaceError,
+    UnsupportedFeatureError,
     lance_boundaries,
 )
 from lance_partitioned.facade.base import (
@@ -385,9 +387,16 @@ def open(
         return PartitionedNamespace.open(root, version, storage_options, asof=asof)
     except NotAPartitionedNamespaceError:
         # seed 003's earlier layout opens read-only (lp.convert rewrites it)
-        if version is None and asof is None and seed003_handle.detect(str(root), storage_options):
-            return seed003_handle.Seed003Namespace.open(str(root), storage_options)
-        raise
+        if not seed003_handle.detect(str(root), storage_options):
+            raise
+        if version is not None or asof is not None:
+            # seed 003 pins no leaf version: no earlier state can be read consistently
+            raise UnsupportedFeatureError(
+                f"{str(root)!r} is a namespace in seed 003's earlier layout, which opens at "
+                "its latest state only (no version or asof); lp.convert(root, NEW_ROOT) "
+                "rewrites it in seed 000's layout, which keeps versions"
+            ) from None
+        return seed003_handle.Seed003Namespace.open(str(root), storage_options)
 
 
 def repair(root: str, storage_options: dict[str, str] | None = None) -> list[str]:
@@ -408,7 +417,8 @@ def repair(root: str, storage_options: dict[str, str] | None = None) -> list[str
     removed = creation.remove_interrupted(Manifest(str(root), storage_options))
     if removed:
         return removed
-    return PartitionedNamespace.open(str(root), storage_options=storage_options).repair()
+    ns = open(str(root), storage_options=storage_options)
+    return ns.repair()  # a seed-003 handle refuses, pointing to lp.convert
 
 
 def clear_caches() -> None:
@@ -432,6 +442,12 @@ def clear_caches() -> None:
 
 
 # the read-only seed-003 handle refuses every method of PartitionedNamespace by name
+# (a property on access)
 seed003_handle.NAMESPACE_METHODS.update(
     name for name in dir(PartitionedNamespace) if not name.startswith("_")
+)
+seed003_handle.NAMESPACE_PROPERTIES.update(
+    name
+    for name in seed003_handle.NAMESPACE_METHODS
+    if isinstance(inspect.getattr_static(PartitionedNamespace, name), property)
 )

@@ -32,6 +32,9 @@ NOT_CACHES = {
         "the PartitionedNamespace method names the seed-003 handle refuses, filled once "
         "when lance_partitioned.namespace is imported"
     ),
+    "lance_partitioned.seed003.handle.NAMESPACE_PROPERTIES": (
+        "those of them that are properties (refused on access), filled with them"
+    ),
 }
 CONTAINERS = {
     "dict",

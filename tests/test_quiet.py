@@ -104,3 +104,79 @@ def test_spark_session_prints_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert [line for line in proc.stderr.splitlines() if line != JVM_OWN] == []
+
+
+# Search of every kind, index builds (an IVF asked for more lists than a leaf's vectors
+# can train: Lance warns) and maintenance, as docs/SEARCH.md and the README show them.
+SEARCH = """
+    import datetime as dt
+    import sys
+
+    if sys.argv[2] == "lance-first":
+        import lance  # noqa: F401 (Lance's logger starts at its default level)
+    import numpy as np
+    import pyarrow as pa
+    import lance_partitioned as lp
+
+    rng = np.random.default_rng(0)
+    dim, n = 8, 3000
+    schema = pa.schema([("id", pa.int64()), ("tenant", pa.string()), ("body", pa.string()),
+                        ("embedding", pa.list_(pa.float32(), dim))])
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    words = "invoice refund shipping delay broken screen battery".split()
+    table = pa.table({
+        "id": np.arange(n), "tenant": [["a", "b", "c"][i % 3] for i in range(n)],
+        "body": [" ".join(rng.choice(words, 4)) for _ in range(n)],
+        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+    }, schema=schema)
+    ns = lp.create(sys.argv[1], schema, "tenant")
+    ns.append(table)
+    lists = 2 if sys.argv[2] == "lance-first" else 4  # 4: more than 1000 vectors train
+    ns.create_index("embedding", "IVF_PQ", num_partitions=lists, num_sub_vectors=2, min_rows=500)
+    ns.create_index("body", "INVERTED")
+    ns.create_index("id", "BTREE")
+    q = vectors[7]
+    ns.search(q, k=5, filter="tenant = 'b'", columns=["id", "body"], nprobes=2)
+    ns.search(vectors[:3], k=2, columns=["id"])
+    ns.search(q, k=5)
+    ns.search("broken battery", k=5, query_type="fts", columns=["id", "body"])
+    ns.search((q, "refund"), k=5, query_type="hybrid", columns=["id"])
+    ns.append(table.slice(0, 30))
+    ns.optimize_indexes()
+    ns.compact()
+    ns.cleanup(older_than=dt.timedelta(0))
+    ns.vacuum()
+    ns.validate()
+    ns.search("refund", k=3, query_type="fts", columns=["id"])
+"""
+
+
+def test_search_index_builds_and_maintenance_print_nothing(tmp_path):
+    # Lance printed a deprecation WARN per partition on every full-text, hybrid and
+    # projected vector search, and IVF training WARNs while indexes were built
+    proc = run_quietly(SEARCH, str(tmp_path / "ns"), "default")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr == ""
+
+
+def test_searches_warn_nothing_when_lance_was_imported_first(tmp_path):
+    # LANCE_LOG comes too late then (Lance's logger has started at its default level,
+    # WARN): our searches must not cause Lance's deprecation warnings themselves
+    proc = run_quietly(SEARCH, str(tmp_path / "ns"), "lance-first")
+    assert proc.returncode == 0, proc.stderr
+    assert "WARN" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_lance_log_level_the_user_set_is_kept(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    env.update(LANCE_LOG="warn", PYTHONPATH=REPO)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SEARCH), str(tmp_path / "ns"), "default"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "WARN  lance::index::vector] Build Vector Index: training 3 of the 4" in done.stderr

@@ -34,12 +34,11 @@ import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from lance_partitioned.catalog import s3_http
 from lance_partitioned.catalog.storage_options import (  # noqa: F401 (re-exported)
     AZURITE_ACCOUNT,
     AZURITE_KEY,
@@ -57,6 +56,9 @@ from lance_partitioned.catalog.storage_options import truthy as _truthy
 from lance_partitioned.errors import StorageError
 from lance_partitioned.format import caches
 from lance_partitioned.format.caches import BoundedCache
+
+if TYPE_CHECKING:  # loaded for an s3:// store only (http.client and email cost ~15 ms)
+    from lance_partitioned.catalog import s3_http
 
 CONNECT_TIMEOUT_S = 5.0  # an unreachable endpoint fails within seconds, never hangs
 REQUEST_TIMEOUT_S = 30.0
@@ -379,6 +381,8 @@ class Storage:
         if self.scheme != "s3" or not access or not secret:
             return None
         region = _option(opts, "region", ("AWS_REGION", "AWS_DEFAULT_REGION")) or "us-east-1"
+        from lance_partitioned.catalog import s3_http
+
         return s3_http.Client(
             self.endpoint or f"https://s3.{region}.amazonaws.com",
             region,

@@ -5,18 +5,16 @@ the rows it changed, the partitions it touched and the new version."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import lance
-import pyarrow as pa
-import pyarrow.dataset as pads
 
-from lance_partitioned.catalog import storage
 from lance_partitioned.cli.common import Context, parse_assignments, shared_options
 from lance_partitioned.cli.output import emit
 from lance_partitioned.errors import InvalidArgumentError, lance_message
-from lance_partitioned.operations.write.delete import FULL_DELETE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def _changed(ctx: Context, what: str, data: dict[str, Any], counts: str) -> None:
@@ -34,6 +32,13 @@ def read_changes(location: str, storage_options: dict[str, str] | None) -> pa.Ta
     directory of Parquet files (as Spark writes them) or a Parquet file; local or on an
     object store (``storage_options`` as for the root). InvalidArgumentError, naming
     ``location``, when nothing is there or it cannot be read as such."""
+    # here, not at the top: the CLI's modules load only click (a fast --help)
+    import lance
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    from lance_partitioned.catalog import storage
+
     store = storage.resolve(location, storage_options)
     found = store.info(location)
     if found is None:
@@ -109,6 +114,8 @@ def merge(
     if not no_insert:
         builder.when_not_matched_insert_all(insert_when)
     if delete_not_matched is not None:
+        from lance_partitioned.operations.write.delete import FULL_DELETE
+
         # "true" needs no condition: then only the unmatched rows' addresses are read
         everything = delete_not_matched.strip().lower() == FULL_DELETE
         builder.when_not_matched_by_source_delete(None if everything else delete_not_matched)

@@ -1,8 +1,9 @@
 """Options every command shares, and parsing of the values they take.
 
 Every command takes the namespace root first, then ``--json``,
-``--storage-option key=value`` (repeatable), ``--version N|TAG`` and
-``--debug``. Bad values are usage errors (exit 2) raised as
+``--storage-option key=value`` (repeatable), ``--at-version N|TAG`` (also
+spelled ``--version`` after the command; before any command, ``--version`` prints
+the package version) and ``--debug``. Bad values are usage errors (exit 2) raised as
 ``click.BadParameter``, so they name the option.
 """
 
@@ -13,10 +14,12 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -30,7 +33,7 @@ class Context:
     debug: bool
 
     def open(self, pinned: bool = True) -> Any:
-        """The namespace at ``--version`` (or the latest; ``pinned=False`` ignores --version)."""
+        """The namespace at ``--at-version`` (or the latest; ``pinned=False`` ignores it)."""
         import lance_partitioned as lp
 
         version = self.version if pinned else None
@@ -103,6 +106,8 @@ _TIMESTAMP = re.compile(r"^timestamp\[(s|ms|us|ns)(?:,\s*tz=([^\]]+))?\]$")
 def parse_type(text: str) -> pa.DataType:
     """An Arrow type from its usual spelling: ``int64``, ``string``, ``date32``, ``double``,
     ``decimal(10,2)`` / ``decimal128(10,2)``, ``timestamp[us]``, ``timestamp[us, tz=UTC]``."""
+    import pyarrow as pa  # here: the CLI's modules load only click (a fast --help)
+
     t = text.strip().lower()
     if m := _DECIMAL.match(t):
         width, p, s = m.groups()
@@ -135,7 +140,13 @@ def shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
         metavar="KEY=VALUE",
         help="Object-store option (repeatable), e.g. -s aws_region=us-east-1.",
     )
-    @click.option("--version", "version", metavar="N|TAG", help="A __manifest version or tag.")
+    @click.option(
+        "--at-version",
+        "--version",
+        "version",
+        metavar="N|TAG",
+        help="Read the namespace at this __manifest version or tag (alias: --version).",
+    )
     @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
     @functools.wraps(command)
     def wrapper(

@@ -34,8 +34,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """Inspect and maintain Lance partitioned namespaces.
 
     Every command takes the namespace ROOT (a directory or an object-store URI)
-    and --json, --storage-option KEY=VALUE (repeatable), --version N|TAG and
-    --debug.
+    and --json, --storage-option KEY=VALUE (repeatable), --at-version N|TAG (a
+    namespace version; --version N|TAG after the command is the same) and --debug.
+    Before any command, --version prints this package's version.
     """
     ctx.ensure_object(dict)["debug"] = debug
 

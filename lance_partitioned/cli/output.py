@@ -14,15 +14,18 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # rich loads when something is printed, not with --help
+    from rich.console import Console
+    from rich.table import Table
 
 
 def console(stderr: bool = False) -> Console:
     """A console on stdout (or stderr); off a terminal, wide and without colour, so output
     piped to a file keeps one row per line."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     is_tty = stream.isatty()
     return Console(
@@ -88,6 +91,8 @@ def text(value: Any) -> str:
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     """A rich table of ``rows`` under ``columns``."""
+    from rich.table import Table
+
     out = Table(title=title, show_lines=False, title_justify="left")
     for c in columns:
         out.add_column(c, overflow="fold")

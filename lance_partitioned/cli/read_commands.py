@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 import click
-import pyarrow as pa
 
 from lance_partitioned.cli.common import Context, shared_options
 from lance_partitioned.cli.output import emit, table
-from lance_partitioned.operations.maintain import describe as describe_ops
+
+# The library loads inside each command, not here: ``--help`` imports only click and
+# these modules (tests/test_startup.py).
 
 # the most rows ``head`` can slice (Arrow lengths are signed 64-bit)
 MAX_ROWS = 2**63 - 1
@@ -26,13 +27,23 @@ def _columns(value: str | None) -> list[str] | None:
     return names
 
 
+def _summary(ns: Any) -> dict[str, Any]:
+    """``describe``'s data: a seed-003 namespace reports in its own layout's terms."""
+    import lance_partitioned as lp
+    from lance_partitioned.operations.maintain import describe as describe_ops
+
+    if isinstance(ns, lp.Seed003Namespace):
+        return ns.summary()
+    return describe_ops.summary(ns.snapshot, ns.root)
+
+
 @click.command()
 @shared_options
 def describe(ctx: Context) -> None:
     """Schema, partition specs, partitions with row/file counts and sizes, and versions."""
     ns = ctx.open()
     if ctx.json:
-        emit(True, describe_ops.summary(ns.snapshot, ns.root), lambda c: None)
+        emit(True, _summary(ns), lambda c: None)
     else:
         click.echo(ns.describe())
 
@@ -42,8 +53,10 @@ def describe(ctx: Context) -> None:
 @click.option("--filter", "filter_", metavar="SQL", help="Only partitions this filter may match.")
 def partitions(ctx: Context, filter_: str | None) -> None:
     """One row per partition: spec version, values, rows, files, bytes, read version."""
+    from lance_partitioned.operations.maintain import describe as describe_ops
+
     ns = ctx.open()
-    parts = describe_ops.summary(ns.snapshot, ns.root)["partitions"]
+    parts = _summary(ns)["partitions"]
     if filter_ is not None:
         kept = {t.object_id for t in ns.plan(filter_)}
         parts = [p for p in parts if p["object_id"] in kept]
@@ -225,6 +238,8 @@ def count(ctx: Context, filter_: str | None) -> None:
 )
 def head(ctx: Context, filter_: str | None, columns: str | None, limit: int) -> None:
     """The first rows (matching --filter), read leaf by leaf until enough are found."""
+    import pyarrow as pa
+
     scan = ctx.open().scan(filter_, columns=_columns(columns))
     batches, got = [], 0
     if limit:

@@ -39,7 +39,7 @@ def _report(ctx: Context, what: str, report: Any) -> None:
 @click.argument("name")
 @click.option("--delete", is_flag=True, help="Remove the tag instead.")
 def tag(ctx: Context, name: str, delete: bool) -> None:
-    """Name the version read (latest, or --version) NAME; --delete removes the tag."""
+    """Name the version read (latest, or --at-version) NAME; --delete removes the tag."""
     ns = ctx.open()
     if delete:
         ns.delete_tag(name)
@@ -149,7 +149,12 @@ def compact(ctx: Context, target_rows_per_fragment: int, no_manifest: bool) -> N
     "--older-than", default="7d", show_default=True, help="Retention: 7d, 12h, 30m, 0 ..."
 )
 def cleanup(ctx: Context, older_than: str) -> None:
-    """Remove versions no snapshot current within --older-than needs (tags are kept)."""
+    """Remove old versions (tags are kept), ending time travel to them.
+
+    Removes __manifest versions superseded more than --older-than ago and the
+    partition versions and files only they read: Iceberg's expire_snapshots, the
+    old-version half of Delta's VACUUM. Orphan files are vacuum's.
+    """
     retention = parse_duration(older_than, "--older-than")
     _report(ctx, "cleanup", ctx.open().cleanup(retention))
 
@@ -158,7 +163,12 @@ def cleanup(ctx: Context, older_than: str) -> None:
 @shared_options
 @click.option("--older-than", default="1d", show_default=True, help="Grace period: 1d, 2h, 0 ...")
 def vacuum(ctx: Context, older_than: str) -> None:
-    """Remove what crashed or failed writers left behind, if older than --older-than."""
+    """Remove orphan files that crashed or failed writers left, older than --older-than.
+
+    Removes no version (time travel is unchanged): Iceberg's remove_orphan_files, the
+    untracked-file half of Delta's VACUUM. Old versions are cleanup's; Delta's whole
+    VACUUM is cleanup then vacuum.
+    """
     grace = parse_duration(older_than, "--older-than")
     _report(ctx, "vacuum", ctx.open().vacuum(grace))
 
@@ -209,7 +219,9 @@ def convert(ctx: Context, destination: str) -> None:
     import lance_partitioned as lp
 
     if ctx.version is not None:
-        raise click.UsageError("convert reads the latest seed-003 state; --version does not apply")
+        raise click.UsageError(
+            "convert reads the latest seed-003 state; --at-version does not apply"
+        )
     result = lp.convert(ctx.root, destination, storage_options=ctx.storage_options)
     _done(
         ctx,

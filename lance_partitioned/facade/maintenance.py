@@ -206,7 +206,13 @@ class MaintenanceMethods(NamespaceHandle):
     def cleanup(
         self, older_than: dt.timedelta = dt.timedelta(days=7), progress: ProgressLike = None
     ) -> MaintenanceReport:
-        """Remove versions no longer needed by any snapshot current within ``older_than``.
+        """Remove old versions: ``__manifest`` versions superseded more than ``older_than``
+        ago (unless tagged), then the partition versions and data files only they read.
+
+        Time travel to a removed version ends; files no version refers to are left to
+        ``vacuum``. The equivalent of Iceberg's ``expire_snapshots`` and of the part of
+        Delta's ``VACUUM`` that deletes files only old versions need; per partition,
+        Lance's ``cleanup_old_versions``.
 
         Tagged snapshots are kept with every partition version they read.
         ``older_than`` must be a ``datetime.timedelta`` of zero or more
@@ -229,9 +235,14 @@ class MaintenanceMethods(NamespaceHandle):
     def vacuum(
         self, older_than: dt.timedelta = dt.timedelta(days=1), progress: ProgressLike = None
     ) -> MaintenanceReport:
-        """Remove what crashed or failed writers left behind: orphan partition
-        directories, unpublished leaf versions and unreferenced files, only those
-        older than ``older_than`` (a non-negative ``datetime.timedelta``).
+        """Remove orphan files: what crashed or failed writers left behind (partition
+        directories, unpublished partition versions and files that no version refers
+        to), only those older than ``older_than`` (a non-negative ``datetime.timedelta``).
+
+        It removes no version: time travel is unchanged (old versions are ``cleanup``'s).
+        The equivalent of Iceberg's ``remove_orphan_files``, and of the part of Delta's
+        ``VACUUM`` that deletes files the log does not track; Delta users wanting its
+        whole ``VACUUM`` run ``cleanup`` then ``vacuum``.
         ``progress`` reports partitions swept (see ``append``).
 
         Example::

@@ -185,7 +185,9 @@ def nearest_rows(
             nearest["refine_factor"] = refine_factor
     return ctx.ds.to_table(
         nearest=nearest,
-        columns=ctx.mapping.leaf_columns,
+        # _distance named: Lance adds it to a projection unasked only until a future
+        # version, and warns on every search that relies on that
+        columns=[*ctx.mapping.leaf_columns, "_distance"],
         filter=ctx.prefilter,
         prefilter=True,
         with_row_id=True,
@@ -232,6 +234,9 @@ def text_hits(
             prefilter=True,
             with_row_id=True,
             limit=ctx.ds.count_rows(),
+            # scores are ours (BM25 over every leaf, bm25.py): Lance's _score is not
+            # wanted, and asking for none spares a deprecation warning per search
+            disable_scoring_autoprojection=True,
         )
     else:
         t = ctx.ds.to_table(columns=cols, filter=ctx.prefilter, with_row_id=True)

@@ -2,10 +2,12 @@
 
 ``lp.open(root)`` returns one when ``root`` is a seed-003 root (its ``__manifest``
 metadata has ``lance.partitioning.enabled = "true"`` and no seed-000
-``partition_spec_v<N>``). It scans, plans, counts and explains like a
-``PartitionedNamespace``; everything that would change the namespace raises
-``UnsupportedFeatureError`` pointing to ``lp.convert``, which rewrites it in
-seed 000's layout. The layout and its mapping: ``docs/FORMAT.md`` section 11.
+``partition_spec_v<N>``). It reads like a ``PartitionedNamespace``: scan, to_arrow,
+count, plan, explain, describe, versions and tags. Everything that would change the
+namespace, and the reads that need seed 000's metadata (field ids, index
+definitions: validate, search, list_indexes, ...), raise ``UnsupportedFeatureError``
+pointing to ``lp.convert``, which rewrites it in seed 000's layout. The layout and
+its mapping: ``docs/FORMAT.md`` section 11.
 """
 
 from __future__ import annotations
@@ -15,18 +17,34 @@ from typing import Any, NoReturn
 
 import pyarrow as pa
 
+from lance_partitioned.catalog import history
 from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.read.scan import ScanTask
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.seed003 import layout as seed003
+from lance_partitioned.seed003 import report
 from lance_partitioned.seed003.read import Seed003Scan, Seed003Snapshot
 
-# The public methods of ``PartitionedNamespace``, which the handle refuses by name.
-# ``lance_partitioned.namespace`` fills it when it is imported (it imports this
-# module, so this module does not import it back).
+# The public methods and properties of ``PartitionedNamespace``, which the handle
+# refuses by name (a property on access). ``lance_partitioned.namespace`` fills them
+# when it is imported (it imports this module, so this module does not import it back).
 NAMESPACE_METHODS: set[str] = set()
+NAMESPACE_PROPERTIES: set[str] = set()
+# Of those, the ones that only read but need seed 000's metadata: refused with "needs
+# seed 000's metadata" rather than "would change it".
+NEEDS_SEED000 = frozenset(
+    {
+        "validate",
+        "search",
+        "list_indexes",
+        "namespace_properties",
+        "manifest",
+        "specs",
+        "refresh",
+    }
+)
 
 
 def detect(root: str, storage_options: dict[str, str] | None = None) -> bool:
@@ -86,6 +104,11 @@ class Seed003Namespace:
         """The seed-003 ``__manifest`` version this handle reads."""
         return self.layout.manifest_version
 
+    @property
+    def snapshot(self) -> Seed003Snapshot:
+        """The pinned state this handle reads (a ``Snapshot`` of seed-000-shaped rows)."""
+        return self._snapshot
+
     def scan(
         self,
         filter: FilterLike = None,
@@ -100,6 +123,15 @@ class Seed003Namespace:
             lp.open("/data/legacy").scan("country = 'US'", columns=["id"]).to_arrow()
         """
         return Seed003Scan(self._snapshot, filter, columns, batch_size)
+
+    def to_arrow(self, filter: FilterLike = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Read the rows matching ``filter`` (all when None), ``columns`` only, as one Arrow table.
+
+        Example::
+
+            lp.open("/data/legacy").to_arrow("country = 'US'", columns=["id"])
+        """
+        return self.scan(filter, columns).to_arrow()
 
     def count(self, filter: FilterLike = None) -> int:
         """Number of rows matching ``filter`` (all rows when None).
@@ -123,6 +155,34 @@ class Seed003Namespace:
         """Human-readable pruning summary of a scan with ``filter``."""
         return self.scan(filter).explain()
 
+    def describe(self) -> str:
+        """A readable report (``seed003.report.describe``): schema, partition columns,
+        partitions with row and file counts and sizes, size on disk, versions and tags.
+
+        Example::
+
+            print(lp.open("/data/legacy").describe())
+        """
+        return report.describe(self._snapshot)
+
+    def summary(self) -> dict[str, Any]:
+        """``describe``'s report as plain data (what ``lance-partitioned describe --json``
+        prints; ``seed003.report.summary``)."""
+        return report.summary(self._snapshot)
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every ``__manifest`` version, oldest first: ``{"version", "timestamp"}`` each.
+
+        Seed 003 commits each change to ``__manifest``, but pins no leaf version, so
+        only the latest state is readable: ``lp.open`` opens that one.
+        """
+        listed = sorted(self._snapshot.manifest.dataset().versions(), key=lambda v: v["version"])
+        return [{"version": v["version"], "timestamp": v["timestamp"]} for v in listed]
+
+    def tags(self) -> dict[str, int]:
+        """Tag name → ``__manifest`` version (Lance tags of ``__manifest``, if any)."""
+        return history.tags(self._snapshot.manifest)
+
     def partitions(self) -> pa.Table:
         """One row per leaf table: its object id, location and the text of each level's value."""
         names = [c.level_name for c in self.layout.columns]
@@ -143,16 +203,23 @@ class Seed003Namespace:
         )
 
     def _refuse(self, name: str) -> NoReturn:
+        what = name if name in NAMESPACE_PROPERTIES else f"{name}()"
+        why = (
+            f"{what} needs seed 000's metadata (field ids, index definitions)"
+            if name in NEEDS_SEED000
+            else f"is read-only here; {what} would change it"
+        )
         raise UnsupportedFeatureError(
-            f"{self.root!r} is a namespace in seed 003's earlier layout and is read-only here; "
-            f"{name}() would change it. Convert it to seed 000's layout first: "
-            f"lp.convert({self.root!r}, NEW_ROOT) (or `lance-partitioned convert`), then "
-            "open NEW_ROOT"
+            f"{self.root!r} is a namespace in seed 003's earlier layout and {why}. "
+            f"Convert it to seed 000's layout first: lp.convert({self.root!r}, NEW_ROOT) "
+            "(or `lance-partitioned convert`), then open NEW_ROOT"
         )
 
     def __getattr__(self, name: str) -> Any:
         # Every other PartitionedNamespace operation changes the namespace (or needs
         # seed-000 metadata): refuse it by name rather than with an AttributeError.
+        if not name.startswith("_") and name in NAMESPACE_PROPERTIES:
+            self._refuse(name)
         if not name.startswith("_") and name in NAMESPACE_METHODS:
 
             def refused(*args: Any, **kwargs: Any) -> NoReturn:

@@ -59,7 +59,6 @@ def local_session(
     # Workers must run this interpreter: it is the one with lance_partitioned installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("LANCE_LOG", "error")
     if master.startswith("local"):
         # everything runs in this JVM: bind to loopback rather than warn that the
         # host name resolves to it
