@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from lance_partitioned.catalog import history
-from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries
+from lance_partitioned.errors import UnsupportedFeatureError, lance_boundaries, positive_int
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
 from lance_partitioned.operations.read.scan import ScanTask
@@ -178,6 +178,24 @@ class Seed003Namespace:
         """
         listed = sorted(self._snapshot.manifest.dataset().versions(), key=lambda v: v["version"])
         return [{"version": v["version"], "timestamp": v["timestamp"]} for v in listed]
+
+    def history(self, limit: int | None = None) -> pa.Table:
+        """``versions``, newest first, in ``PartitionedNamespace.history``'s columns: a seed
+        003 commit records nothing of what it did, so ``operation`` is ``unknown``,
+        ``parameters`` empty and the counts NULL."""
+        listed = self.versions()[::-1]
+        if limit is not None:
+            listed = listed[: positive_int("limit", limit)]
+        rows = [
+            {
+                "version": v["version"],
+                "timestamp": history.utc(v["timestamp"]),
+                "operation": "unknown",
+                "parameters": "{}",
+            }
+            for v in listed
+        ]
+        return pa.Table.from_pylist(rows, schema=history.HISTORY_SCHEMA)
 
     def tags(self) -> dict[str, int]:
         """Tag name → ``__manifest`` version (Lance tags of ``__manifest``, if any)."""
