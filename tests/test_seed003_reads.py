@@ -139,10 +139,9 @@ def test_cli_reads_work_on_a_seed003_namespace(command, identity_root):
         assert (len(out) if command == "plan" else out["partitions"]) == want
     elif command in ("history", "versions"):
         rows = _read_json(command, identity_root)
-        assert [r["version"] for r in rows] == _manifest_versions(identity_root)[
-            ::-1
-        ]  # newest first
-        assert [r["read"] for r in rows][-1] is True
+        newest_first = _manifest_versions(identity_root)[::-1]
+        assert [r["version"] for r in rows] == newest_first
+        assert [r["read"] for r in rows][0] is True
     elif command == "tags":
         assert _read_json(command, identity_root) == {}
     elif command == "count":
