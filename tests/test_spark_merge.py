@@ -94,8 +94,8 @@ def test_timing_log_says_where_the_tasks_and_the_commit_spent_their_time(
 ):
     """The variable is set on the driver only now, long after Spark started: the driver
     hands its path to the tasks. One line per task that had rows (its rows, the seconds
-    waiting for them, in plan_merge and in the write) and one for the driver (the Spark
-    job, the commit); the merge itself is unchanged (the oracle above)."""
+    waiting for them, in plan_merge and in the write, wall and CPU) and one for the
+    driver (the Spark job, the commit); the merge itself is unchanged (the oracle)."""
     log = tmp_path / "timing.jsonl"
     monkeypatch.setenv(TIMING_LOG_ENV, str(log))
     _, _, source = _upsert(spark, tmp_path, seed=31)
@@ -109,7 +109,8 @@ def test_timing_log_says_where_the_tasks_and_the_commit_spent_their_time(
         parts = t["input_wait_seconds"] + t["plan_seconds"] + t["write_seconds"]
         assert min(t["input_wait_seconds"], t["plan_seconds"], t["write_seconds"]) >= 0
         assert parts <= t["seconds"] <= driver["job_seconds"]
-    assert driver["commit_seconds"] > 0
+        assert t["plan_cpu_seconds"] > 0 and t["write_cpu_seconds"] > 0
+    assert driver["commit_seconds"] > 0 and driver["commit_cpu_seconds"] > 0
 
 
 def test_no_timing_log_without_the_variable(spark, tmp_path, monkeypatch):

@@ -19,14 +19,16 @@
 A failed task fails the job and nothing is published (files already written
 by other tasks are unreferenced; ``vacuum`` reclaims them).
 
-Where the time goes: when ``LANCE_PARTITIONED_SPARK_TIMING`` names a file on the
-driver as ``execute`` runs, every task appends one JSON line to it (phase
-``merge_task``: seconds waiting for Spark's rows, in ``plan_merge``, in the write,
-in total) and the driver one more (``merge_driver``: the Spark job's seconds and
-the commit's). The driver passes the path to the tasks, so the workers need not
-inherit the variable; a task on another machine writes to that path there.
 ``when_not_matched_by_source_delete`` needs every task's matches at once and is
 refused here (use ``ns.merge`` on a pyarrow source).
+
+Where the time goes: when ``LANCE_PARTITIONED_SPARK_TIMING`` names a file on the
+driver as ``execute`` runs, every task appends one JSON line to it (phase
+``merge_task``: seconds waiting for Spark's rows, in ``plan_merge`` and in the
+write, wall and CPU, in total) and the driver one more (``merge_driver``: the
+Spark job's seconds and the commit's). The driver passes the path to the tasks,
+so the workers need not inherit the variable; a task on another machine writes
+to that path there.
 
 Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` cannot reach a Python
 data source in PySpark 4.3 (its Python Data Source API has no row-level
@@ -135,7 +137,7 @@ class SparkMergeBuilder(MergeBuilder):
         job = WriteJob(self._manifest, snapshot, WriteMode.APPEND, secret=secret, lease=lease)
         if not merged and not written.leaves:
             return MergeResult(snapshot.version, 0, 0, 0, 0)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         published = job.commit(written, removals=merged)
         assert published is not None
         log_timing(
@@ -143,6 +145,7 @@ class SparkMergeBuilder(MergeBuilder):
                 "phase": "merge_driver",
                 "job_seconds": job_seconds,
                 "commit_seconds": time.perf_counter() - started,
+                "commit_cpu_seconds": time.process_time() - cpu,
                 "tasks": len(parts),
                 "files": sum(len(w.fragments) for w in written.leaves.values()),
             }
@@ -166,22 +169,22 @@ def _task_function(
 
     def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         # a few clock reads per task; logged only with a timing log
-        marks = [time.perf_counter()]
+        marks = [_clocks()]
         rows = [b for b in batches if b.num_rows]
         if not rows:
             return
-        marks.append(time.perf_counter())
+        marks.append(_clocks())
         manifest = Manifest(root, storage_options)
         snapshot = Snapshot.load(manifest, version, for_write=True)
         source = read_source(pa.Table.from_batches(rows), snapshot.schema, on)
         # fast=False: Lance's merge_insert would need the rows on the driver
         changes, counts = plan_merge(snapshot, source, clauses, fast=False)
-        marks.append(time.perf_counter())
+        marks.append(_clocks())
         job = WriteJob(manifest, snapshot, WriteMode.APPEND, secret=secret)
         written = job.write(
             lambda writer: writer.write_all(changes.batches()), shared=True, **options
         )
-        marks.append(time.perf_counter())
+        marks.append(_clocks())
         payload = pickle.dumps((changes.removals, written, counts.totals()))
         if timing_log:
             _log_task(timing_log, marks, source.num_rows, written)
@@ -192,18 +195,27 @@ def _task_function(
     return merge_task
 
 
-def _log_task(path: str, marks: list[float], rows: int, written: WrittenFiles) -> None:
-    """One ``merge_task`` line: ``marks`` are the clock at the task's start, when its
+def _clocks() -> tuple[float, float]:
+    """(wall clock, this process's CPU seconds, all threads: Lance's included)."""
+    return time.perf_counter(), time.process_time()
+
+
+def _log_task(
+    path: str, marks: list[tuple[float, float]], rows: int, written: WrittenFiles
+) -> None:
+    """One ``merge_task`` line: ``marks`` are the clocks at the task's start, when its
     rows had arrived, after ``plan_merge`` and after the write."""
     start, received, planned, wrote = marks
     log_timing(
         {
             "phase": "merge_task",
             "pid": os.getpid(),
-            "input_wait_seconds": received - start,
-            "plan_seconds": planned - received,
-            "write_seconds": wrote - planned,
-            "seconds": time.perf_counter() - start,
+            "input_wait_seconds": received[0] - start[0],
+            "plan_seconds": planned[0] - received[0],
+            "plan_cpu_seconds": planned[1] - received[1],
+            "write_seconds": wrote[0] - planned[0],
+            "write_cpu_seconds": wrote[1] - planned[1],
+            "seconds": time.perf_counter() - start[0],
             "rows": rows,
             "partitions": len(written.leaves),
             "files": sum(len(w.fragments) for w in written.leaves.values()),
