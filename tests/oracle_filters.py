@@ -99,6 +99,21 @@ class Like:
 
 
 @dataclass(frozen=True)
+class Part:
+    """A calendar field of ``col`` (``unit``: year, month, day or hour, as Spark SQL's and
+    DuckDB's functions: the calendar year, month 1-12, day 1-31, hour 0-23, of a zoned
+    timestamp in its zone) compared with literals: ``op`` is a comparison (one literal),
+    ``IN``/``NOT IN`` or ``BETWEEN``/``NOT BETWEEN`` (two). ``spelling`` is how the
+    field is written: ``year(c)``, ``date_part('year', c)`` or ``EXTRACT(YEAR FROM c)``."""
+
+    unit: str
+    col: str
+    op: str
+    lits: tuple[Lit, ...]
+    spelling: str
+
+
+@dataclass(frozen=True)
 class And:
     a: Any
     b: Any
@@ -133,6 +148,8 @@ def to_sql(node: Any) -> str:
         return f"{node.col} IS {'NOT ' if node.negated else ''}NULL"
     if isinstance(node, Like):
         return f"{node.col} {'NOT ' if node.negated else ''}LIKE {sql_string(node.pattern)}"
+    if isinstance(node, Part):
+        return _part_sql(node)
     if isinstance(node, And):
         return f"({to_sql(node.a)} AND {to_sql(node.b)})"
     if isinstance(node, Or):
@@ -153,8 +170,38 @@ _PC_OPS = {
 }
 
 
+def _part_sql(node: Part) -> str:
+    field = {
+        "call": f"{node.unit}({node.col})",
+        "date_part": f"date_part('{node.unit}', {node.col})",
+        "plural": f"DATE_PART('{node.unit.upper()}S', {node.col})",
+        "extract": f"EXTRACT({node.unit.upper()} FROM {node.col})",
+    }[node.spelling]
+    lits = [v.sql for v in node.lits]
+    if node.op in ("IN", "NOT IN"):
+        return f"{field} {node.op} ({', '.join(lits)})"
+    if node.op in ("BETWEEN", "NOT BETWEEN"):
+        return f"{field} {node.op} {lits[0]} AND {lits[1]}"
+    return f"{field} {node.op} {lits[0]}"
+
+
+def _part_pc(node: Part) -> pc.Expression:
+    """``pc.year``/``pc.month``/``pc.day``/``pc.hour`` of the column (a zoned timestamp's
+    fields in its zone, as pyarrow computes them) compared as SQL compares."""
+    x = getattr(pc, node.unit)(pc.field(node.col))
+    if node.op in ("IN", "NOT IN"):
+        e = _any([pc.equal(x, v.scalar()) for v in node.lits])
+        return ~e if node.op == "NOT IN" else e
+    if node.op in ("BETWEEN", "NOT BETWEEN"):
+        e = (x >= node.lits[0].scalar()) & (x <= node.lits[1].scalar())
+        return ~e if node.op == "NOT BETWEEN" else e
+    return _PC_OPS[node.op](x, node.lits[0].scalar())
+
+
 def to_pc(node: Any) -> pc.Expression:
     """The same filter as a pyarrow.compute expression (SQL three-valued logic)."""
+    if isinstance(node, Part):
+        return _part_pc(node)
     if isinstance(node, Cmp):
         return _PC_OPS[node.op](pc.field(node.col), node.lit.scalar())
     if isinstance(node, InList):
@@ -517,20 +564,24 @@ def filters(
     depth: int = 0,
     offsets: bool = True,
     ops: list[str] = OPS,
+    functions: bool = False,
 ):
     """A random filter tree over ``columns`` of ``schema`` (``favour``: drawn more often;
-    ``ops``: the comparison operators to draw from)."""
+    ``ops``: the comparison operators to draw from; ``functions``: half the predicates
+    on dates and timestamps test a calendar field, ``Part``)."""
     leaf_kinds = ["cmp", "cmp", "cmp", "in", "between", "null"]
     kinds = leaf_kinds + (["and", "and", "or", "not"] if depth < 2 else [])
     kind = draw(st.sampled_from(kinds))
     if kind in ("and", "or"):
-        a = draw(filters(schema, columns, favour, depth + 1, offsets, ops))
-        b = draw(filters(schema, columns, favour, depth + 1, offsets, ops))
+        a = draw(filters(schema, columns, favour, depth + 1, offsets, ops, functions))
+        b = draw(filters(schema, columns, favour, depth + 1, offsets, ops, functions))
         return And(a, b) if kind == "and" else Or(a, b)
     if kind == "not":
-        return Not(draw(filters(schema, columns, favour, depth + 1, offsets, ops)))
+        return Not(draw(filters(schema, columns, favour, depth + 1, offsets, ops, functions)))
     col = draw(st.sampled_from([c for c in favour if c in columns] * 3 + list(columns)))
     t = schema.field(col).type
+    if functions and (pa.types.is_date(t) or pa.types.is_timestamp(t)) and draw(st.booleans()):
+        return draw(parts(col, t))
     lits = literals(t, offsets)
     if pa.types.is_string(t) and draw(st.integers(0, 3)) == 0:
         return Like(col, draw(st.sampled_from(LIKE_PATTERNS)), draw(st.booleans()))
@@ -542,6 +593,44 @@ def filters(
         lo, hi = draw(lits), draw(lits)
         return Between(col, lo, hi, draw(st.booleans()))
     return IsNull(col, draw(st.booleans()))
+
+
+# calendar field values near the data (2023-2025, and dates in years 1 and 9999), with
+# the values just outside each field's range
+PART_VALUES = {
+    "year": [2023, 2024, 2024, 2025, 2025, 2026, 1, 2, 9998, 9999, 0, 10000],
+    "month": [*range(1, 13), 0, 13],
+    "day": [1, 1, 2, 5, 9, 28, 29, 30, 31, 0, 32],
+    "hour": [0, 0, 1, 2, 3, 12, 22, 23, -1, 24],
+}
+
+
+def _part_lit(unit: str) -> st.SearchStrategy[Lit]:
+    """A whole number, sometimes spelled as a string or a decimal (``2024.0``), or a
+    half (``2024.5``), which no field value equals."""
+    n = st.sampled_from(PART_VALUES[unit])
+    return st.one_of(
+        n.map(lambda v: Lit(str(v), v, pa.int64())),
+        n.map(lambda v: Lit(str(v), v, pa.int64())),
+        n.map(lambda v: Lit(str(v), v, pa.int64())),
+        n.map(lambda v: Lit(f"'{v}'", v, pa.int64())),
+        n.map(lambda v: Lit(f"{v}.0", v, pa.int64())),
+        n.map(lambda v: Lit(str(v + 0.5), v + 0.5, pa.float64())),
+    )
+
+
+@st.composite
+def parts(draw, col: str, t: pa.DataType) -> Part:
+    """A ``Part`` predicate on date or timestamp column ``col`` (hour only on timestamps)."""
+    units = ["year", "year", "month", "day"] + (["hour"] if pa.types.is_timestamp(t) else [])
+    unit = draw(st.sampled_from(units))
+    spelling = draw(st.sampled_from(["call", "call", "date_part", "plural", "extract"]))
+    op = draw(st.sampled_from([*OPS, *OPS, "IN", "NOT IN", "BETWEEN", "NOT BETWEEN"]))
+    count = {"IN": draw(st.integers(1, 4)), "NOT IN": draw(st.integers(1, 4))}.get(op, 1)
+    if "BETWEEN" in op:
+        count = 2
+    lits = tuple(draw(_part_lit(unit)) for _ in range(count))
+    return Part(unit, col, op, lits, spelling)
 
 
 # --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from txn_helpers import (
     SCHEMA,
     SPEC,
     assert_no_orphans,
+    baseline,
     kill,
     rows,
     spawn,
@@ -45,14 +46,6 @@ CASES = (
     + [("compact", p) for p in STAGE_POINTS]
 )
 DELETE_FILTER = "part IN (1, 2) AND id >= 6"
-
-
-def baseline(root: str) -> Counter:
-    """Partitions 0, 1, 2 with two fragments each (so compaction and deletes have work)."""
-    ns = lp.create(root, SCHEMA, SPEC)
-    ns.append(rows("b0", [0, 1, 2], 4, 0))
-    ns.append(rows("b1", [0, 1, 2], 4, 100))
-    return state(root)
 
 
 def new_data():

@@ -391,10 +391,15 @@ def test_pinned_handle_refuses_changes(filled):
         pinned.update({"v": "1"}, where="true")
 
 
-@pytest.mark.parametrize("spec", ["bucket(4, id)", "truncate(100, id)", "id"])
+@pytest.mark.parametrize(
+    "spec",
+    ["bucket(4, id)", "truncate(100, id)", "id", "g", "year(d), month(d)", "truncate(1, s), g"],
+)
 def test_plain_upsert_by_partition_matches_the_oracle(tmp_path, spec, monkeypatch):
-    """Keys that determine the partition: each leaf gets Lance's merge_insert of its rows
-    (the path is checked taken), new partitions are written; the oracle is unchanged."""
+    """A plain upsert: each leaf gets Lance's merge_insert of its rows (the path is checked
+    taken), new partitions are written; when the keys do not determine the partition
+    (g, d, s) updated rows move, deleted from their old leaf first. The oracle is the
+    same as for the general plan."""
     from lance_partitioned.operations.leaf import leaf_changes
 
     used = []

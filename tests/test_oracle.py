@@ -182,6 +182,37 @@ def test_zoned_filters_through_time_transforms(namespaces, data):
     check(namespaces[name], namespaces.table, flt)
 
 
+# every namespace partitioned by a date or a plain timestamp, by time fields or identity
+TIME_FUNCTION_SPECS = [*TIME_SPECS, "date_identity", "cyclic_day_hour", "cyclic_month", "ts_bucket"]
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(data=st.data())
+def test_time_functions_on_dates_and_plain_timestamps(namespaces, data):
+    """``year()``, ``month()``, ``day()``, ``hour()`` (also as ``date_part`` and
+    ``EXTRACT``) of dates and plain timestamps, mixed with other predicates, against
+    ``pc.year`` etc. over the source rows; through calendar hierarchies, cyclic fields,
+    identity and an evolved namespace."""
+    name = data.draw(st.sampled_from(TIME_FUNCTION_SPECS), label="namespace")
+    cols = ["d", "ts_utc", "ts_naive", "i"]
+    flt = data.draw(filters(SCHEMA, cols, spec_columns(name), functions=True), label="filter")
+    check(namespaces[name], namespaces.table, flt)
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(data=st.data())
+def test_time_functions_on_zoned_timestamps(namespaces, data):
+    """The calendar fields of a zoned timestamp are those of its zone's wall clock (as the
+    time transforms read it, and ``pc.year`` etc. compute it), on namespaces partitioned
+    by them in that zone, and on one not partitioned by a zoned column."""
+    name = data.draw(st.sampled_from(list(ZONED_SPECS)), label="namespace")
+    flt = data.draw(
+        filters(SCHEMA, [*ZONED_COLUMNS, "ts_utc"], ZONED_COLUMNS, functions=True),
+        label="filter",
+    )
+    check(namespaces[name], namespaces.table, flt)
+
+
 def _lit(sql: str, value, t: pa.DataType | None = None) -> Lit:
     return Lit(sql, value, t or pa.decimal128(38, 0))
 

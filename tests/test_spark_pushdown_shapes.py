@@ -98,6 +98,10 @@ def views(spark, tpch_dir, tmp_path_factory):
             f"CREATE OR REPLACE TEMPORARY VIEW {table}_lp USING lance_partitioned "
             f"OPTIONS (root '{roots[table]}', pushFilters 'true')"
         )
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW {table}_lpd USING lance_partitioned "
+            f"OPTIONS (root '{roots[table]}')"
+        )
     return roots
 
 
@@ -110,6 +114,38 @@ def test_query_scanning_a_view_twice_matches_parquet(spark, views, name):
     got = spark.sql(QUERIES[name].format(**_names("_lp"))).collect()
     want = spark.sql(QUERIES[name].format(**_names("_pq"))).collect()
     assert got == want
+
+
+@pytest.mark.parametrize("name", list(QUERIES))
+def test_query_on_default_views_matches_parquet(spark, views, name):
+    # default options: columns pruned by the extension, every filter applied by Spark
+    got = spark.sql(QUERIES[name].format(**_names("_lpd"))).collect()
+    want = spark.sql(QUERIES[name].format(**_names("_pq"))).collect()
+    assert got == want
+
+
+def _scanned_columns(df) -> list[list[str]]:
+    """The columns each lance_partitioned scan of ``df``'s optimized plan declares."""
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    out = []
+    for line in plan.splitlines():
+        if "RelationV2[" in line and "lance_partitioned" in line:
+            inside = line.split("RelationV2[", 1)[1].split("]", 1)[0]
+            out.append(sorted(c.split("#")[0] for c in inside.split(", ")))
+    return out
+
+
+@pytest.mark.parametrize("suffix", ["_lp", "_lpd"])
+def test_each_scan_reads_only_the_columns_its_query_uses(spark, views, suffix):
+    """The extension's column pruning (PySpark 4.3's Python sources have none): each
+    scan declares, and so reads and hands to the JVM, only what it uses."""
+    df = spark.sql(QUERIES["self_join"].format(lineitem=f"lineitem{suffix}"))
+    assert _scanned_columns(df) == [["l_orderkey", "l_quantity", "l_shipdate"]] * 2
+    count = spark.sql(f"SELECT count(*) FROM customer{suffix}")
+    assert len(_scanned_columns(count)[0]) == 1
+    everything = spark.sql(f"SELECT * FROM customer{suffix} WHERE c_acctbal > 0")
+    assert len(_scanned_columns(everything)[0]) == len(spark.table("customer_pq").columns)
+    assert count.collect() == spark.sql("SELECT count(*) FROM customer_pq").collect()
 
 
 def test_each_scan_of_a_self_join_prunes_by_its_own_filters(spark, views, tmp_path):

@@ -29,6 +29,15 @@ def state(root: str, version: int | str | None = None) -> Counter:
     )
 
 
+def baseline(root: str) -> Counter:
+    """A new namespace at ``root`` holding partitions 0, 1, 2 with two fragments each (ids
+    0-11 from ``b0``, 100-111 from ``b1``), so compaction, deletes and merges have work."""
+    ns = lp.create(root, SCHEMA, SPEC)
+    ns.append(rows("b0", [0, 1, 2], 4, 0))
+    ns.append(rows("b1", [0, 1, 2], 4, 100))
+    return state(root)
+
+
 def table_state(table) -> Counter:
     return Counter(
         zip(

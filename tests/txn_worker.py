@@ -8,12 +8,14 @@ Usage:
   txn_worker.py ROOT one OP TXN PARTS ROWS START_ID    # one transaction, then exit
   txn_worker.py ROOT seq COUNT                         # COUNT appends t0..t<COUNT-1>
   txn_worker.py ROOT loop WORKER COUNT SEED PARTS OUT  # random appends / dynamic overwrites
+  txn_worker.py ROOT merges WORKER COUNT SEED KEYS OUT # upserts of random overlapping key sets
   txn_worker.py ROOT read OUT STOPFILE                 # read the latest version until STOPFILE exists
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import sys
@@ -31,6 +33,9 @@ SCHEMA = pa.schema(
     ]
 )
 SPEC = "part"
+# what ``one update`` sets on the rows its filter selects: every row moves two partitions up
+UPDATE_SET = {"txn": "'u'", "part": "part + 2"}
+MERGE_PARTS = 6  # ``merges`` spreads its rows over partitions 0..5
 
 
 def rows(txn: str, parts: list[int], per_part: int, start_id: int) -> pa.Table:
@@ -62,10 +67,19 @@ def one(root: str, op: str, txn: str, parts: str, per_part: str, start_id: str) 
         ns.overwrite(data, dynamic=True)
     elif op == "delete":
         ns.delete(txn)  # the filter travels in the TXN argument
+    elif op == "merge":
+        upsert(ns, data)
+    elif op == "update":
+        ns.update(UPDATE_SET, where=txn)  # the filter travels in the TXN argument
     elif op == "compact":
         ns.compact()
     else:
         raise SystemExit(f"unknown op {op}")
+
+
+def upsert(ns: lp.PartitionedNamespace, data: pa.Table) -> lp.MergeResult:
+    """Merge ``data`` by ``id``: matched rows take every source column, new ids are inserted."""
+    return ns.merge(data, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
 
 
 def seq(root: str, count: str) -> None:
@@ -116,6 +130,56 @@ def loop(root: str, worker: str, count: str, seed: str, nparts: str, out: str) -
                 break
 
 
+class Replans(logging.Handler):
+    """Counts the re-plans of row-level changes (``driver.replanned`` logs each at INFO)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+        driver = logging.getLogger("lance_partitioned.operations.txn.driver")
+        driver.setLevel(logging.INFO)
+        driver.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += "re-planning" in record.getMessage()
+
+
+def merges(root: str, worker: str, count: str, seed: str, nkeys: str, out: str) -> None:
+    """``count`` upserts, each of 3-8 random ids of ``0..nkeys-1`` (so the workers' key sets
+    overlap), each row in a random partition (an update may move a row, an insert may create
+    a partition), tagged ``txn = "w<worker>m<i>"``. One log line per merge: its version and
+    counts, or ``failed`` (a CommitConflictError once the merge's own retries ran out), and
+    how often it re-planned after a conflict."""
+    rng = random.Random(int(seed))
+    replans = Replans()
+    with open(out, "a") as log:
+        for i in range(int(count)):
+            ids = sorted(rng.sample(range(int(nkeys)), rng.randint(3, 8)))
+            parts = [rng.randrange(MERGE_PARTS) for _ in ids]
+            txn = f"w{worker}m{i}"
+            data = pa.table({"id": ids, "part": parts, "txn": [txn] * len(ids)}, schema=SCHEMA)
+            rec: dict = {"txn": txn, "ids": ids, "parts": parts}
+            replans.count = 0
+            try:
+                result = upsert(lp.open(root), data)
+            except lp.CommitConflictError as exc:
+                rec.update(failed=True, retryable=getattr(exc, "retryable", False), error=str(exc))
+            except Exception as exc:  # anything else is a bug: the test reports it
+                rec.update(failed=True, unexpected=f"{type(exc).__name__}: {exc}")
+                log.write(json.dumps(rec) + "\n")
+                raise
+            else:
+                rec.update(
+                    version=result.version,
+                    inserted=result.rows_inserted,
+                    updated=result.rows_updated,
+                    deleted=result.rows_deleted,
+                )
+            rec.update(replans=replans.count)
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+
+
 def read(root: str, out: str, stopfile: str) -> None:
     """Read whole snapshots; record (version, sorted (txn, part, id) triples) of each."""
     with open(out, "a") as log:
@@ -137,4 +201,4 @@ def read(root: str, out: str, stopfile: str) -> None:
 
 if __name__ == "__main__":
     root, mode, *args = sys.argv[1:]
-    {"one": one, "seq": seq, "loop": loop, "read": read}[mode](root, *args)
+    {"one": one, "seq": seq, "loop": loop, "merges": merges, "read": read}[mode](root, *args)

@@ -128,7 +128,7 @@ class SearchMethods(NamespaceHandle):
         column: str | None = None,
         filter: FilterLike = None,
         columns: Sequence[str] | None = None,
-        query_type: str = "vector",
+        query_type: str = "auto",
         metric: str | None = None,
         nprobes: int | None = None,
         refine_factor: int | None = None,
@@ -136,7 +136,10 @@ class SearchMethods(NamespaceHandle):
     ) -> pa.Table:
         """Search this handle's snapshot; returns an Arrow table, best first.
 
-        ``query_type="vector"``: ``query`` is one vector (or a 2-D array: a batch,
+        ``query_type="auto"`` (the default, as LanceDB's): text is a full-text
+        search, a ``(vector, text)`` pair (or ``{"vector": ..., "text": ...}``)
+        hybrid, anything else a vector search. ``query_type="vector"``: ``query``
+        is one vector (or a 2-D array: a batch,
         with a ``query_index`` column), the result has ``_distance`` (Lance's:
         squared L2, 1 - cosine, 1 - dot). ``"fts"``: ``query`` is text, searched in
         a column with an INVERTED index, the result has ``_score`` (BM25 with the
@@ -162,6 +165,7 @@ class SearchMethods(NamespaceHandle):
         Example::
 
             hits = ns.search(vec, k=5, filter="tenant = 'acme'", columns=["id", "text"])
+            words = ns.search("refund", k=5)  # full text: a string query
         """
         from lance_partitioned.search import api
 

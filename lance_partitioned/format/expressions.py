@@ -10,7 +10,9 @@ Normal form produced by the parser:
 - ``BETWEEN`` is desugared to ``>=`` AND ``<=``, and ``IS [NOT] DISTINCT FROM`` a
   literal to a comparison and a NULL test (``distinct_from``), so that every
   operator follows the same literal rules;
-- anything the AST cannot represent exactly (functions, column-to-column
+- a calendar field of a column compared with literals (``year(ts) = 2013``,
+  ``date_part('month', ts) IN (1, 2)``) is a ``DatePart``;
+- anything else the AST cannot represent exactly (other functions, column-to-column
   comparisons, arithmetic) becomes ``Opaque`` with its original SQL text, which
   pruning treats as "unknown" and scans still apply.
 
@@ -100,6 +102,30 @@ class Like(Expr):
     ref: Ref
     pattern: str
     negated: bool = False
+
+
+DATE_PART_UNITS = ("year", "month", "day", "hour")
+
+
+@dataclass(frozen=True)
+class DatePart(Expr):
+    """A predicate on a calendar field of a column: ``pred`` (a ``Compare`` or ``In``
+    on the column) applied to ``date_part('<unit>', column)`` instead of the column.
+
+    ``unit`` is one of DATE_PART_UNITS, with seed 000's and DataFusion's meaning:
+    the calendar year (2013, not years since 1970), month 1-12, day of month
+    1-31, hour 0-23, of a zoned timestamp in its own zone (as the time
+    transforms read it, docs/FORMAT.md §7). ``bind`` turns a bound ``year``
+    comparison into the range of the column it means where that is exact.
+    """
+
+    unit: str
+    pred: Compare | In
+
+    @property
+    def ref(self) -> Ref:
+        """The column whose calendar field is tested."""
+        return self.pred.ref
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from lance_partitioned.format.calendar import (
 from lance_partitioned.format.expressions import (
     And,
     Compare,
+    DatePart,
     Expr,
     In,
     IsNull,
@@ -268,7 +269,7 @@ def _value_of(f: PartitionField, value: Any, src_type: pa.DataType) -> Any:
 def _ref_id(p: Expr) -> int | None:
     """The field id of the column predicate ``p`` tests (None: unbound, or not a predicate
     on one column)."""
-    return p.ref.field_id if isinstance(p, (Compare, In, IsNull, Like)) else None
+    return p.ref.field_id if isinstance(p, (Compare, In, IsNull, Like, DatePart)) else None
 
 
 def _equalities(parts: list[Expr], source_id: int) -> list[Any] | None:

@@ -34,6 +34,7 @@ from lance_partitioned.format import hashing, zones
 from lance_partitioned.format.calendar import calendar_bound, is_unit_start
 from lance_partitioned.format.expressions import (
     Compare,
+    DatePart,
     In,
     IsNull,
     Like,
@@ -227,6 +228,37 @@ class TimeTransform(Transform):
     def _range_bound(self, op, bound, source_type):
         # on the wall clock of a zoned column, where calendar fields are monotonic
         return calendar_bound(op, bound, source_type)
+
+    # A DatePart of this field's unit tests the very value the field holds (both are
+    # date_part in the column's zone): it projects, and is guaranteed, as identity's
+    # predicates are.
+    def _own_part(self, pred):
+        """``pred``'s comparison when it is a DatePart of this field's unit, else None."""
+        if isinstance(pred, DatePart) and pred.unit == self.type:
+            return pred.pred
+        return None
+
+    def project(self, pred, column, source_type, result_type):
+        """A DatePart of this unit is the same predicate on the partition column."""
+        own = self._own_part(pred)
+        if own is not None:
+            return _IDENTITY.project(own, column, result_type, result_type)
+        return super().project(pred, column, source_type, result_type)
+
+    def strict_project(self, pred, value, source_type):
+        own = self._own_part(pred)
+        if own is not None:
+            return _IDENTITY.strict_project(own, value, pa.int32())
+        return super().strict_project(pred, value, source_type)
+
+    def strict_project_array(self, pred, values, source_type):
+        own = self._own_part(pred)
+        if own is not None:
+            return _IDENTITY.strict_project_array(own, values, pa.int32())
+        return self._shared_strict_project_array(pred, values)
+
+    def may_strict_project(self, pred):
+        return self._own_part(pred) is not None or super().may_strict_project(pred)
 
     def _starts_unit(self, bound):
         return is_unit_start(bound, self.type)
@@ -531,6 +563,7 @@ def _truncate_decimal(arr: pa.Array, w: int) -> pa.Array:
 
 
 _SIMPLE = {c.type: c for c in (Identity, Year, Month, Day, Hour)}
+_IDENTITY = Identity()
 
 
 def transform_from_json(obj: Any) -> Transform:

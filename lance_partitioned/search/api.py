@@ -46,7 +46,7 @@ from lance_partitioned.search.query import (
     text_hits,
 )
 
-QUERY_TYPES = ("vector", "fts", "hybrid")
+QUERY_TYPES = ("auto", "vector", "fts", "hybrid")
 T = TypeVar("T")
 
 
@@ -349,6 +349,20 @@ class TextRequest:
     text: str
 
 
+def infer_query_type(query: Any) -> str:
+    """What ``query_type="auto"`` searches for ``query``, as LanceDB's ``"auto"`` does
+    without an embedding function: text searches the full-text index (``"fts"``), a
+    ``(vector, text)`` pair or ``{"vector": ..., "text": ...}`` both (``"hybrid"``),
+    anything else the vector index (``"vector"``: one vector, or a 2-D batch)."""
+    if isinstance(query, str):
+        return "fts"
+    if isinstance(query, dict):
+        return "hybrid"
+    if isinstance(query, (tuple, list)) and len(query) == 2 and isinstance(query[1], str):
+        return "hybrid"
+    return "vector"
+
+
 def _split_query(query: Any, query_type: str, column: Any) -> tuple[Any, Any, Any, Any]:
     """(vector query, text query, vector column, text column) of a request."""
     if query_type == "vector":
@@ -379,6 +393,12 @@ def check_request(
     if query_type not in QUERY_TYPES:
         raise SearchError(f"unknown query_type {query_type!r}; use one of {QUERY_TYPES}")
     check_probe_options(nprobes, refine_factor)
+    if query_type == "auto":
+        kind = infer_query_type(query)
+        try:
+            return check_request(snapshot, query, kind, column, metric, nprobes, refine_factor)
+        except SearchError as exc:  # say which search the query was read as
+            raise SearchError(f"query_type='auto' searched this query as {kind!r}: {exc}") from exc
     defs, schema = definitions(snapshot), snapshot.schema
     vector_query, text_query, vcol_arg, tcol_arg = _split_query(query, query_type, column)
     vector = text = None
@@ -409,7 +429,7 @@ def search(
     column: str | None = None,
     filter: FilterLike = None,
     columns: Sequence[str] | None = None,
-    query_type: str = "vector",
+    query_type: str = "auto",
     metric: str | None = None,
     nprobes: int | None = None,
     refine_factor: int | None = None,

@@ -21,6 +21,13 @@ Literal rules (FORMAT.md §7 "Literals"):
   A literal with an offset (or ``Z``, or a zone-aware Python/pyarrow value)
   is an instant.
 
+Calendar fields (``DatePart``: ``year(ts) = 2013``, ``month(ts) IN (1, 2)``) need
+a date or timestamp column and are compared with whole numbers: a number that
+is not one is left to Lance (``Opaque``), anything else is refused. A ``year``
+comparison becomes the range of the column it means (``year(ts) = 2013`` is
+``ts >= 2013-01-01 AND ts < 2014-01-01``, for a zoned column the instants its
+zone's clocks show then), so it prunes and runs as any range does.
+
 Binding is pure. What only Lance can tell (whether it can plan an ``Opaque``
 part) is checked by ``operations.read.filter_check`` after binding.
 """
@@ -36,11 +43,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_partitioned.errors import FilterError
+from lance_partitioned.errors import AmbiguousTimeError, FilterError
 from lance_partitioned.format import zones
 from lance_partitioned.format.expressions import (
     And,
     Compare,
+    DatePart,
     Expr,
     In,
     IsNull,
@@ -49,6 +57,7 @@ from lance_partitioned.format.expressions import (
     Opaque,
     Or,
     Ref,
+    balanced,
 )
 from lance_partitioned.format.filters.literal_text import parse_date, parse_time, parse_timestamp
 from lance_partitioned.format.filters.render import render_literal, to_sql
@@ -403,6 +412,32 @@ class _Binder(Rewriter):
             return _between_floats(op, ref, *neighbours)
         return _beyond_timestamps(op, ref, v, t)
 
+    def visit_date_part(self, node: DatePart) -> Expr:
+        name = node.ref.name
+        t = self.schema.field(name).type
+        if pa.types.is_time(t):  # Lance's date_part reads a time of day: left to it
+            return Opaque(to_sql(node), (name,))
+        if not (pa.types.is_date(t) or pa.types.is_timestamp(t)):
+            raise FilterError(
+                f"filter applies {node.unit}() to column {name!r} of type {t}; "
+                f"{node.unit}() needs a date or timestamp column"
+            )
+        pred = node.pred
+        literals = (pred.literal,) if isinstance(pred, Compare) else pred.values
+        numbers = [_part_number(lit.value, node.unit, name) for lit in literals]
+        if any(v is None for v in numbers):  # NULL, or no whole int32: Lance compares it
+            return Opaque(to_sql(node), (name,))
+        ref = self._bound(node.ref)
+        if isinstance(pred, Compare):
+            bound: Compare | In = Compare(pred.op, ref, Literal(numbers[0]))
+        else:
+            bound = In(ref, tuple(Literal(v) for v in numbers), pred.negated)
+        if node.unit == "year":
+            years = _year_range(bound, t)
+            if years is not None:
+                return visit(years, self)
+        return DatePart(node.unit, bound)
+
     def visit_is_null(self, node: IsNull) -> Expr:
         return IsNull(self._bound(node.ref), node.negated)
 
@@ -411,6 +446,90 @@ class _Binder(Rewriter):
 
     def visit_ref(self, node: Ref) -> Expr:
         return self._bound(node)
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _part_number(value: Any, unit: str, column: str) -> int | None:
+    """A literal compared with ``unit(column)`` as the whole number it is; None for NULL,
+    or a number that is not a whole int32 (the comparison is then Lance's). A string
+    is read as a number; FilterError for anything that is not one."""
+    if value is None:
+        return None
+    number = value
+    if isinstance(value, str):
+        try:
+            number = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float, decimal.Decimal)):
+        raise FilterError(
+            f"filter compares {unit}({column}) with {render_literal(value)}: {unit}() is a "
+            "whole number, compare it with numbers"
+        )
+    value = number
+    if isinstance(value, (float, decimal.Decimal)) and not math.isfinite(value):
+        return None
+    if value != int(value) or not _INT32[0] <= int(value) <= _INT32[1]:
+        return None
+    return int(value)
+
+
+def _year_start(year: int, t: pa.DataType) -> dt.date | None:
+    """The first value of calendar ``year`` in a column of type ``t`` (date or timestamp):
+    January 1, as a date, a naive midnight, or the instant a zoned column's clocks show
+    midnight. None outside Python's calendar (years 1-9999), or when the clocks show
+    that midnight twice or never (the year is then no range of instants)."""
+    if not 1 <= year <= 9999:
+        return None
+    if pa.types.is_date(t):
+        return dt.date(year, 1, 1)
+    midnight = dt.datetime(year, 1, 1)
+    if t.tz is None:
+        return midnight
+    if zones.is_utc(t.tz):
+        return midnight.replace(tzinfo=dt.timezone.utc)
+    try:
+        return zones.instant(zones.localize(t.tz, zones.to_us(midnight)))
+    except (AmbiguousTimeError, OverflowError):  # OverflowError: an instant in year 0
+        return None
+
+
+def _year_range(pred: Compare | In, t: pa.DataType) -> Expr | None:
+    """``year(col) <pred>`` as comparisons of ``col`` with year starts (unbound literals);
+    None when a year start it needs is not one (``_year_start``).
+
+    Exact, NULL included: ``year(c) = y`` is ``c >= start(y) AND c < start(y + 1)``,
+    NULL where ``c`` is. A zone's clocks show each midnight once (``_year_start``
+    checks), so the instants of one year on its wall clock lie between its start
+    and the next year's."""
+    ref = pred.ref
+    if isinstance(pred, In):
+        op = "!=" if pred.negated else "="
+        parts = [_year_range(Compare(op, ref, v), t) for v in pred.values]
+        if any(p is None for p in parts):
+            return None
+        return balanced(And if pred.negated else Or, parts)  # type: ignore[arg-type]
+    year = pred.literal.value
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        # Every value lies in 1677-2262, so a year further out compares as one just
+        # outside does. Left to Lance, ``date_part('year', c) != 9999`` is turned into
+        # a range whose nanosecond bounds overflow, and matches no row.
+        year = min(max(year, 1600), 2300)
+    lo, hi = _year_start(year, t), _year_start(year + 1, t)
+    shapes = {
+        "<": (("<", lo),),
+        ">=": ((">=", lo),),
+        "<=": (("<", hi),),
+        ">": ((">=", hi),),
+        "=": ((">=", lo), ("<", hi)),
+        "!=": (("<", lo), (">=", hi)),
+    }[pred.op]
+    if any(bound is None for _, bound in shapes):
+        return None
+    compares = [Compare(op, ref, Literal(bound)) for op, bound in shapes]
+    return balanced(Or if pred.op == "!=" else And, compares)
 
 
 def bind(expr: Expr, schema: Schema) -> Expr:

@@ -21,7 +21,14 @@ Parsing rules worth knowing:
   literal when the conversion is exact, and so does
   ``arrow_cast('<timestamp with offset>', 'Timestamp(<unit>, Some("<zone>"))')``
   (an aware datetime, the form instants render in).
-* Predicates the AST cannot express (function calls, arithmetic,
+* ``year(x)``, ``month(x)``, ``day(x)``, ``hour(x)``, ``date_part('<unit>', x)``
+  (``datepart``) and ``EXTRACT(<unit> FROM x)`` of a column compared with
+  literals (``=``, ``<``, ..., ``IN``, ``BETWEEN``) become ``DatePart``; the
+  unit may be any spelling Lance's ``date_part`` accepts (``'years'``,
+  ``'hr'``, ...), and an unknown unit is a FilterParseError naming it. Inside
+  an ``Opaque`` part these calls are re-spelled ``date_part('<unit>', x)``,
+  which is what Lance evaluates.
+* Predicates the AST cannot express (other function calls, arithmetic,
   column-to-column comparisons, ``IS TRUE``, ``ILIKE``, ``LIKE … ESCAPE``,
   ``IS DISTINCT FROM`` between two columns, ...) become ``Opaque`` carrying the
   source text of the whole predicate. Column references inside it are re-spelled
@@ -38,6 +45,7 @@ from lance_partitioned.format.expressions import (
     FLIPPED_OP,
     And,
     Compare,
+    DatePart,
     Expr,
     In,
     IsNull,
@@ -171,6 +179,13 @@ class _Parser(ValueParser):
     ) -> SubExpression:
         columns = merge_columns(left.columns, right.columns)
         op = CMP_TOKENS.get(op_text)
+        if op is not None and "part" in (left.kind, right.kind):
+            part, lit, flip = (left, right, False) if left.kind == "part" else (right, left, True)
+            if lit.kind == "lit":
+                cmp = Compare(FLIPPED_OP[op] if flip else op, part.ref, Literal(lit.value))  # type: ignore[arg-type]
+                return SubExpression(
+                    "bool", left.start, right.end, columns, expr=DatePart(part.value, cmp)
+                )
         if op is not None:
             if left.kind == "ref" and right.kind == "lit":
                 expr: Expr = Compare(op, left.ref, Literal(right.value))  # type: ignore[arg-type]
@@ -233,8 +248,10 @@ class _Parser(ValueParser):
             raise self.error(f"expected ',' or ')' in IN list, found {self.describe(self.peek())}")
         rp = self.advance()
         columns = merge_columns(left.columns, *(it.columns for it in items))
-        if left.kind == "ref" and all(it.kind == "lit" for it in items):
-            expr = In(left.ref, tuple(Literal(it.value) for it in items), negated)  # type: ignore[arg-type]
+        if left.kind in ("ref", "part") and all(it.kind == "lit" for it in items):
+            expr: Expr = In(left.ref, tuple(Literal(it.value) for it in items), negated)  # type: ignore[arg-type]
+            if left.kind == "part":
+                expr = DatePart(left.value, expr)  # type: ignore[arg-type]
             return SubExpression("bool", left.start, rp.end, columns, expr=expr)
         return self.opaque(left.start, rp.end, columns)
 
@@ -252,17 +269,15 @@ class _Parser(ValueParser):
         self.require_operand("BETWEEN … AND")
         high = self.value_expr()
         columns = merge_columns(left.columns, low.columns, high.columns)
-        if left.kind == "ref" and low.kind == "lit" and high.kind == "lit":
+        if left.kind in ("ref", "part") and low.kind == "lit" and high.kind == "lit":
             ref = left.ref
             assert ref is not None
-            if negated:
-                expr: Expr = Or(
-                    Compare("<", ref, Literal(low.value)), Compare(">", ref, Literal(high.value))
-                )
-            else:
-                expr = And(
-                    Compare(">=", ref, Literal(low.value)), Compare("<=", ref, Literal(high.value))
-                )
+            ops = ("<", ">") if negated else (">=", "<=")
+            lo: Expr = Compare(ops[0], ref, Literal(low.value))
+            hi: Expr = Compare(ops[1], ref, Literal(high.value))
+            if left.kind == "part":
+                lo, hi = DatePart(left.value, lo), DatePart(left.value, hi)  # type: ignore[arg-type]
+            expr = Or(lo, hi) if negated else And(lo, hi)
             return SubExpression("bool", left.start, high.end, columns, expr=expr)
         return self.opaque(left.start, high.end, columns)
 

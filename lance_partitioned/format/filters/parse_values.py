@@ -27,7 +27,7 @@ from lance_partitioned.format.filters.literal_text import (
     parse_time,
     parse_timestamp,
 )
-from lance_partitioned.format.filters.render import quote_identifier
+from lance_partitioned.format.filters.render import date_part_sql, quote_identifier
 from lance_partitioned.format.filters.tokens import (
     RESERVED,
     FilterParseError,
@@ -51,6 +51,23 @@ CMP_TOKENS = {
     ">=": ">=",
 }
 OPAQUE_CMP_TOKENS = {"~", "~*", "!~", "!~*"}
+
+# The units Lance's ``date_part`` accepts (pylance 14, case-insensitive), by the
+# calendar field each spelling of year, month, day and hour means; the other
+# units (quarter, minute, dow, ...) are left to Lance, inside an Opaque part.
+DATE_PART_SPELLINGS = {
+    **dict.fromkeys(("year", "years", "y", "yr", "yrs"), "year"),
+    **dict.fromkeys(("month", "months", "mon", "mons"), "month"),
+    **dict.fromkeys(("day", "days", "d"), "day"),
+    **dict.fromkeys(("hour", "hours", "h", "hr", "hrs"), "hour"),
+}
+_OTHER_DATE_PARTS = word_set(
+    "quarter qtr week weeks w minute minutes m min mins second seconds s sec secs "
+    "millisecond milliseconds ms msec msecs microsecond microseconds us usec usecs "
+    "nanosecond nanoseconds dow doy epoch isoyear isodow"
+)
+# year(x), month(x), day(x), hour(x): Spark SQL's and DuckDB's spelling of date_part
+_PART_FUNCTIONS = {"YEAR": "year", "MONTH": "month", "DAY": "day", "HOUR": "hour"}
 _ADDITIVE_OPS = {"+", "-", "||", "&", "|", "^", "<<", ">>"}
 _MULTIPLICATIVE_OPS = {"*", "/", "%"}
 
@@ -58,7 +75,9 @@ _MULTIPLICATIVE_OPS = {"*", "/", "%"}
 @dataclass
 class SubExpression:
     """A parsed sub-expression: a column ('ref'), a literal ('lit'), a boolean
-    expression already in AST form ('bool') or anything else ('value').
+    expression already in AST form ('bool'), a calendar field of a column ('part':
+    ``ref`` is the column and ``value`` the unit, one of ``DATE_PART_UNITS``) or
+    anything else ('value').
 
     An AND or OR chain keeps its operands as ``chain`` (the node class and the
     list) and builds ``expr`` only when used (``ValueParser.as_bool``): a chain in
@@ -314,6 +333,10 @@ class ValueParser:
                 return self.cast_expr(word)
             if word == "CASE":
                 return self.case_expr()
+            if word == "EXTRACT" and nxt.kind == "op" and nxt.value == "(":
+                return self.extract_expr()
+            if word in _PART_FUNCTIONS and nxt.kind == "op" and nxt.value == "(":
+                return self.part_function()
             if word in RESERVED:
                 raise self.error(f"expected an expression, found keyword {word}")
             if nxt.kind == "op" and nxt.value == "(":
@@ -417,13 +440,65 @@ class ValueParser:
         end = self.expect_kw("END", "to close CASE").end
         return SubExpression("value", kw.start, end, merge_columns(*(p.columns for p in parts)))
 
-    def function_call(self) -> SubExpression:
+    def part_function(self) -> SubExpression:
+        """``year(x)``, ``month(x)``, ``day(x)``, ``hour(x)``: spelled ``date_part`` for Lance."""
         name = self.advance()
+        unit = _PART_FUNCTIONS[name.upper]
+        # ``year(`` becomes ``date_part('year', ``: Lance knows no ``year()``
+        self.replacements.append((name.start, self.peek().end, date_part_sql(unit, "")[:-1]))
+        args, rp = self.call_arguments(name)
+        if len(args) != 1:
+            raise FilterParseError(
+                f"{name.value}() takes one date or timestamp argument, got {len(args)}",
+                self.text,
+                name.start,
+            )
+        return self.part_of(unit, args[0], name.start, rp.end)
+
+    def extract_expr(self) -> SubExpression:
+        """``EXTRACT(<unit> FROM x)``, as Spark SQL and PostgreSQL write ``date_part``."""
+        kw = self.advance()
+        self.advance()  # (
+        tok = self.peek()
+        if tok.kind not in ("ident", "str"):
+            raise self.error(f"expected a date part after EXTRACT(, found {self.describe(tok)}")
+        unit = self.date_part_unit(tok.value, self.advance().start)
+        from_kw = self.expect_kw("FROM", "in EXTRACT(<unit> FROM <column>)")
+        # Lance has no EXTRACT: ``EXTRACT(unit FROM`` becomes ``date_part('unit', ``
+        self.replacements.append((kw.start, from_kw.end, date_part_sql(unit, "")[:-2]))
+        self.require_operand("EXTRACT(… FROM")
+        arg = self.or_level()
+        rp = self.expect_op(")", "to close EXTRACT")
+        return self.part_of(DATE_PART_SPELLINGS.get(unit), arg, kw.start, rp.end)
+
+    def date_part_unit(self, text: str, position: int) -> str:
+        """The unit ``text`` of a ``date_part`` or ``EXTRACT`` at ``position``, lower-cased;
+        FilterParseError naming it when Lance's ``date_part`` knows no such unit."""
+        unit = text.lower()
+        if unit not in DATE_PART_SPELLINGS and unit not in _OTHER_DATE_PARTS:
+            raise FilterParseError(
+                f"unknown date part {text!r}: use year, month, day or hour, or another "
+                "unit of Lance's date_part (quarter, week, minute, second, millisecond, "
+                "microsecond, nanosecond, dow, doy, epoch, isoyear, isodow)",
+                self.text,
+                position,
+            )
+        return unit
+
+    @staticmethod
+    def part_of(unit: str | None, arg: SubExpression, start: int, end: int) -> SubExpression:
+        """A call on ``arg`` spanning ``start``-``end``: a calendar field ('part') when
+        ``unit`` is one we analyse and ``arg`` a column, else a value."""
+        if unit is None or arg.kind != "ref":
+            return SubExpression("value", start, end, arg.columns)
+        return SubExpression("part", start, end, arg.columns, ref=arg.ref, value=unit)
+
+    def call_arguments(self, name: Token) -> tuple[list[SubExpression], Token]:
+        """The arguments of a call whose ``name`` was just read, and its closing ``)``."""
         lp = self.advance()
         args: list[SubExpression] = []
         if self.at_op(")"):
-            rp = self.advance()
-            return SubExpression("value", name.start, rp.end)
+            return args, self.advance()
         if self.at_kw("DISTINCT"):
             self.advance()
         while True:
@@ -448,10 +523,26 @@ class ValueParser:
             raise self.error(
                 f"expected ',' or ')' in the arguments of {name.value}(), found {self.describe(nxt)}"
             )
-        rp = self.advance()
+        return args, self.advance()
+
+    def function_call(self) -> SubExpression:
+        name = self.advance()
+        args, rp = self.call_arguments(name)
+        fn = name.value.lower()
         literal_args = len(args) == 2 and all(a.kind == "lit" for a in args)
-        if name.value.lower() == "arrow_cast" and literal_args:
+        if fn == "arrow_cast" and literal_args:
             value = fold_arrow_cast(args[0].value, args[1].value)
             if value is not NOT_CASTABLE:
                 return SubExpression("lit", name.start, rp.end, value=value)
+        unit_arg = args[0] if args and args[0].kind == "lit" else None
+        if fn in ("date_part", "datepart") and unit_arg is not None:
+            if not isinstance(unit_arg.value, str) or len(args) != 2:
+                raise FilterParseError(
+                    f"{name.value}() takes a unit ('year', 'month', 'day', 'hour', ...) and a "
+                    "date or timestamp",
+                    self.text,
+                    name.start,
+                )
+            unit = self.date_part_unit(unit_arg.value, unit_arg.start)
+            return self.part_of(DATE_PART_SPELLINGS.get(unit), args[1], name.start, rp.end)
         return SubExpression("value", name.start, rp.end, merge_columns(*(a.columns for a in args)))

@@ -43,6 +43,7 @@ from lance_partitioned.format.expressions import (
     COMPARISON_OPS,
     And,
     Compare,
+    DatePart,
     Expr,
     In,
     IsNull,
@@ -212,17 +213,19 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         text = child[0] if isinstance(node.child, Opaque) else f"({child[0]})"
         return f"NOT {text}", _PREC_NOT
 
-    def visit_compare(self, node: Compare) -> tuple[str, int]:
+    def visit_compare(self, node: Compare, column: str | None = None) -> tuple[str, int]:
+        """``column`` (default: the node's column) compared with the literal."""
         if node.op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison operator {node.op!r}")
-        column = quote_identifier(node.ref.name)
+        column = column or quote_identifier(node.ref.name)
         return f"{column} {node.op} {render_literal(node.literal.value)}", _PREC_ATOM
 
-    def visit_in(self, node: In) -> tuple[str, int]:
+    def visit_in(self, node: In, column: str | None = None) -> tuple[str, int]:
+        """``column`` (default: the node's column) [NOT] IN the list."""
         if not node.values:
             return ("TRUE" if node.negated else "FALSE"), _PREC_ATOM
         values = ", ".join(render_literal(v.value) for v in node.values)
-        column = quote_identifier(node.ref.name)
+        column = column or quote_identifier(node.ref.name)
         if self.lance and node.negated:
             # DataFusion 55 (inside Lance) simplifies `x NOT IN (a) OR x NOT IN (b)`
             # to TRUE, which also keeps rows where x is NULL. This spelling has the
@@ -240,6 +243,12 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
     def visit_like(self, node: Like) -> tuple[str, int]:
         op = "NOT LIKE" if node.negated else "LIKE"
         return f"{quote_identifier(node.ref.name)} {op} {render_literal(node.pattern)}", _PREC_ATOM
+
+    def visit_date_part(self, node: DatePart) -> tuple[str, int]:
+        column = date_part_sql(node.unit, quote_identifier(node.ref.name))
+        if isinstance(node.pred, In):
+            return self.visit_in(node.pred, column)
+        return self.visit_compare(node.pred, column)
 
     def visit_opaque(self, node: Opaque) -> tuple[str, int]:
         return f"({node.sql})", _PREC_ATOM
@@ -268,6 +277,12 @@ def to_lance_sql(expr: Expr) -> str:
     ``'((x NOT IN (5) AND x IS NOT NULL) OR (x IS NULL AND NULL))'``.
     """
     return visit(expr, _SqlRenderer(lance=True))[0]
+
+
+def date_part_sql(unit: str, operand: str) -> str:
+    """``date_part('<unit>', <operand>)``: how Lance and DataFusion spell a calendar field
+    (Lance has no ``year()`` and the like, and no ``EXTRACT``)."""
+    return f"date_part('{unit}', {operand})"
 
 
 def escape_like(text: str) -> str:

@@ -27,6 +27,7 @@ from lance_partitioned.format.expressions import (
     NEGATED_OP,
     And,
     Compare,
+    DatePart,
     Expr,
     In,
     IsNull,
@@ -73,6 +74,9 @@ class FilterVisitor(Generic[T]):
     def visit_like(self, node: Like) -> T:
         return self.visit_leaf(node)
 
+    def visit_date_part(self, node: DatePart) -> T:
+        return self.visit_leaf(node)
+
     def visit_opaque(self, node: Opaque) -> T:
         return self.visit_leaf(node)
 
@@ -92,6 +96,7 @@ _METHODS: dict[type, str] = {
     In: "visit_in",
     IsNull: "visit_is_null",
     Like: "visit_like",
+    DatePart: "visit_date_part",
     Opaque: "visit_opaque",
     Literal: "visit_literal",
     Ref: "visit_ref",
@@ -210,7 +215,7 @@ class _Columns(FilterVisitor[set[str]]):
     def visit_compare(self, node: Compare) -> set[str]:
         return {node.ref.name}
 
-    visit_in = visit_is_null = visit_like = visit_compare
+    visit_in = visit_is_null = visit_like = visit_date_part = visit_compare
 
     def visit_opaque(self, node: Opaque) -> set[str]:
         return set(node.columns)
@@ -278,6 +283,9 @@ class _NegationNormalForm(FilterVisitor[tuple[Expr, Expr]]):
 
     def visit_like(self, node: Like) -> tuple[Expr, Expr]:
         return node, Like(node.ref, node.pattern, not node.negated)
+
+    def visit_date_part(self, node: DatePart) -> tuple[Expr, Expr]:
+        return node, DatePart(node.unit, visit(node.pred, self)[1])  # type: ignore[arg-type]
 
     def visit_opaque(self, node: Opaque) -> tuple[Expr, Expr]:
         return node, Opaque(f"NOT ({node.sql})", node.columns)

@@ -34,7 +34,6 @@ import pyarrow as pa
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
-    ColumnNotFoundError,
     CommitConflictError,
     InvalidArgumentError,
     SchemaError,
@@ -47,7 +46,7 @@ from lance_partitioned.operations.change.matching import (
     match_leaves,
 )
 from lance_partitioned.operations.change.source import ChangeSource, read_source
-from lance_partitioned.operations.change.sql import PairedRows, quoted
+from lance_partitioned.operations.change.sql import PairedRows, quoted, require_columns
 from lance_partitioned.operations.leaf.leaf_changes import MergeRows
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping, leaf_fields_by_id
 from lance_partitioned.operations.write.input import DataLike
@@ -112,9 +111,7 @@ class MergeBuilder:
         """Matched rows take ``set``: column -> SQL over ``source.`` and ``target.`` columns."""
         if not set:
             raise InvalidArgumentError("when_matched_update needs at least one column in set")
-        unknown = [c for c in set if not self._schema_of().has_field(c)]
-        if unknown:
-            raise ColumnNotFoundError(f"set names column(s) {unknown} the namespace does not have")
+        require_columns(set, self._schema_of())
         return self._add(_Clause("update", condition, dict(set)))
 
     def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
@@ -155,7 +152,8 @@ class MergeBuilder:
         ``options`` are a write's (``max_buffer_bytes``, ``max_rows_per_file``).
         The source is read once; a concurrent commit makes the merge match again
         on the latest version (it never publishes over rows it did not see), up
-        to the retry policy's tries, then CommitConflictError (retryable).
+        to the retry policy's tries, then CommitConflictError (retryable); after a
+        concurrent schema change the source's columns are taken by the new schema.
         Nothing is written when the source or the clauses are refused.
         """
         self._check_clauses()
@@ -193,9 +191,11 @@ class MergeCounts:
     merges: list[MergeRows] = field(default_factory=list)
 
     def totals(self) -> tuple[int, int, int]:
+        # a row that moved partition was deleted from one leaf and inserted into another
+        moved = sum(m.moved_out for m in self.merges)
         return (
-            self.inserted + sum(m.inserted for m in self.merges),
-            self.updated + sum(m.updated for m in self.merges),
+            self.inserted + sum(m.inserted for m in self.merges) - moved,
+            self.updated + sum(m.updated for m in self.merges) + moved,
             self.deleted,
         )
 
@@ -210,11 +210,18 @@ def plan_merge(
 ) -> tuple[RowChanges, MergeCounts]:
     """The rows a merge removes and writes on ``snapshot``, and what it counts.
 
+    The source and the clauses' ``set`` columns are taken by ``snapshot``'s schema, which
+    a concurrent commit may have changed since they were checked (a re-planned merge is
+    the merge after that commit).
+
     ``fast``: a plain upsert whose keys determine the partitions goes to Lance's
     ``merge_insert`` leaf by leaf (``_upsert_by_partition``) when it can; the leaves
     then receive the source rows themselves (a Spark task, which must not hand rows
     to the driver, says False).
     """
+    source = source.on_schema(snapshot.schema)
+    for clause in clauses:
+        require_columns(clause.set or (), snapshot.schema)
     if fast:
         planned = _upsert_by_partition(snapshot, source, clauses)
         if planned is not None:
@@ -229,49 +236,81 @@ def plan_merge(
     return changes, MergeCounts(inserted, updated, deleted)
 
 
+MAX_UPSERT_LEAVES = 256  # beyond: every leaf would get a copy of the source's keys
+
+
 def _upsert_by_partition(
     snapshot: Snapshot, source: ChangeSource, clauses: Sequence[_Clause]
 ) -> tuple[RowChanges, MergeCounts] | None:
-    """A plain upsert (update all, insert all, no conditions) of a source with exactly the
-    namespace's columns, whose keys determine the current spec's partitions, into leaves
-    that all belong to that spec and hold the namespace's columns exactly: each source
-    row belongs to one partition and no update can move it, so each existing leaf gets
-    Lance's ``merge_insert`` of its rows, and rows of new partitions are written. None
-    when any condition does not hold (the general plan applies)."""
+    """A plain upsert done by Lance's ``merge_insert`` in each leaf, or None (the general
+    plan applies).
+
+    It applies to clauses without conditions (update all and/or insert all), a source
+    with exactly the namespace's columns, and leaves that all belong to the current
+    spec and hold the namespace's columns exactly. Each source row is routed to the
+    partition its values give; each existing leaf gets Lance's ``merge_insert`` of its
+    rows, and rows of new partitions are written. When the keys determine the
+    partitions no row can move; otherwise (a full upsert only, and at most
+    ``MAX_UPSERT_LEAVES`` leaves) each leaf first deletes its rows whose keys the
+    source routes elsewhere: the row moves to its new partition.
+    """
     kinds = {c.kind for c in clauses}
-    plain = all(c.condition is None and c.set is None for c in clauses)
-    schema = snapshot.schema
-    spec = snapshot.current_spec
-    if not plain or not kinds <= {"update", "insert"} or source.extra:
+    schema, spec = snapshot.schema, snapshot.current_spec
+    if not all(c.condition is None and c.set is None for c in clauses) or source.extra:
         return None
-    if source.columns != schema.names or not spec.fields:
-        return None
-    sources = {i for f in spec.fields for i in f.source_ids}
-    if not all(schema.has_id(i) and schema.field_by_id(i).name in source.on for i in sources):
+    if not kinds <= {"update", "insert"} or source.columns != schema.names or not spec.fields:
         return None
     if any(snapshot.leaves_of_spec(sid) for sid in snapshot.specs if sid != spec.spec_id):
+        return None
+    sources = {i for f in spec.fields for i in f.source_ids}
+    determined = all(schema.has_id(i) and schema.field_by_id(i).name in source.on for i in sources)
+    if not determined and kinds != {"update", "insert"}:
         return None
     table = source.table.combine_chunks()
     values = [f.values(table, schema) for f in spec.fields]
     ordered, ranges = (
         partition_ranges(table.to_batches()[0], values) if table.num_rows else (None, [])
     )
-    keys = [key for key, _, _ in ranges]
-    found = snapshot.rows_for_keys(spec.spec_id, keys) if keys else ([], None)
-    leaves = found[0] if found is not None else snapshot.leaves_of_spec(spec.spec_id)
+    if determined:
+        found = (
+            snapshot.rows_for_keys(spec.spec_id, [k for k, _, _ in ranges])
+            if ranges
+            else ([], None)
+        )
+        leaves = found[0] if found is not None else snapshot.leaves_of_spec(spec.spec_id)
+    else:
+        leaves = snapshot.leaves_of_spec(spec.spec_id)
+        if len(leaves) > MAX_UPSERT_LEAVES:
+            return None
+    if not all(_holds_namespace_columns(snapshot, leaf) for leaf in leaves):
+        return None
     by_key = {partition_key(leaf.values): leaf for leaf in leaves}
+    where = {partition_key(k): (start, length) for k, start, length in ranges}
     changes, counts = RowChanges(), MergeCounts()
     for key, start, length in ranges:
-        rows = pa.Table.from_batches([ordered.slice(start, length)])
-        leaf = by_key.get(partition_key(key))
-        if leaf is None:
-            if "insert" in kinds:  # a new partition: its rows are all inserts
-                changes.write(rows)
-                counts.inserted += rows.num_rows
+        if partition_key(key) not in by_key:  # a new partition: its rows are all inserts
+            changes.write(pa.Table.from_batches([ordered.slice(start, length)]))
+            counts.inserted += length
+    keys = (
+        None
+        if determined or ordered is None
+        else pa.Table.from_batches([ordered]).select(source.on)
+    )
+    for pkey, leaf in by_key.items():
+        start, length = where.get(pkey, (0, 0))
+        rows = (
+            pa.Table.from_batches([ordered.slice(start, length)])
+            if length
+            else schema.arrow.empty_table()
+        )
+        moved = (
+            None
+            if keys is None
+            else pa.concat_tables([keys.slice(0, start), keys.slice(start + length)])
+        )
+        if not length and (moved is None or not moved.num_rows):
             continue
-        if not _holds_namespace_columns(snapshot, leaf):
-            return None
-        merge = MergeRows(rows, source.on, update="update" in kinds, insert="insert" in kinds)
+        merge = MergeRows(rows, source.on, "update" in kinds, "insert" in kinds, moved)
         changes.leaf_changes[leaf.object_id] = merge
         counts.merges.append(merge)
     return changes, counts

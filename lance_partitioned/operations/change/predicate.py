@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
-from lance_partitioned.errors import ColumnNotFoundError, FilterError, InvalidArgumentError
+from lance_partitioned.errors import FilterError, InvalidArgumentError
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.operations.change.apply import RowChanges, changed
-from lance_partitioned.operations.change.sql import PairedRows, quoted
+from lance_partitioned.operations.change.sql import PairedRows, quoted, require_columns
 from lance_partitioned.operations.read.scan import ROW_ADDRESS, Scan, read_leaf_rows
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.txn.parallel import for_each
@@ -76,11 +76,10 @@ def update_rows(
     require_where(where, "update")
     if not set:
         raise InvalidArgumentError("update needs at least one column in set")
-    unknown = [c for c in set if not schema.has_field(c)]
-    if unknown:
-        raise ColumnNotFoundError(f"set names column(s) {unknown} the namespace does not have")
+    require_columns(set, schema)
 
     def plan(snapshot: Snapshot) -> tuple[RowChanges, int]:
+        require_columns(set, snapshot.schema)
         changes = RowChanges()
         exprs = {n: set.get(n, f"target.{quoted(n)}") for n in snapshot.schema.names}
         count = 0

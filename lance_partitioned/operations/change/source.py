@@ -32,16 +32,25 @@ SOURCE_INDEX = "_lp_source_row"  # a source row's position, carried through join
 @dataclass(frozen=True)
 class ChangeSource:
     """A merge's source: ``table`` holds the namespace columns it has (``columns``, in
-    namespace types) and its other columns (``extra``), as given; ``on`` are the keys."""
+    namespace types) and its other columns (``extra``), as given; ``on`` are the keys;
+    ``schema`` is the namespace schema it was read by, ``given`` the rows as given."""
 
     table: pa.Table
     columns: list[str]
     extra: list[str]
     on: list[str]
+    schema: Schema
+    given: pa.Table
 
     @property
     def num_rows(self) -> int:
         return self.table.num_rows
+
+    def on_schema(self, schema: Schema) -> ChangeSource:
+        """The source read by ``schema`` (itself when read by it already): after a
+        concurrent rename a column is taken by its new name, after a widening in the
+        wider type, with ``read_source``'s checks."""
+        return self if schema == self.schema else read_source(self.given, schema, self.on)
 
     def keyed(self) -> pa.Table:
         """The key columns and ``SOURCE_INDEX`` of the rows whose keys are all non-NULL
@@ -98,7 +107,7 @@ def read_source(data: DataLike, schema: Schema, on: str | Sequence[str]) -> Chan
         [*arrays, *(table.column(n) for n in extra)],
         names=[*columns, *extra],
     )
-    source = ChangeSource(typed, columns, extra, on)
+    source = ChangeSource(typed, columns, extra, on, schema, table)
     _refuse_duplicates(source)
     return source
 

@@ -10,13 +10,14 @@ Assigned values are cast to the namespace type as SQL's ``SET`` does
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_partitioned.errors import InvalidArgumentError
+from lance_partitioned.errors import ColumnNotFoundError, InvalidArgumentError
 from lance_partitioned.format.schema import Schema
 
 PAIR = "_lp_pair"  # row i of source and row i of target share PAIR = i
@@ -25,6 +26,17 @@ PAIR = "_lp_pair"  # row i of source and row i of target share PAIR = i
 def quoted(name: str) -> str:
     """``name`` as a DataFusion SQL identifier (double quotes, case kept)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def require_columns(names: Iterable[str], schema: Schema) -> None:
+    """ColumnNotFoundError naming the assigned columns (a ``set``'s keys) ``schema`` lacks.
+
+    Checked when the change is asked for and again on each snapshot it is planned on:
+    a column renamed or dropped by a concurrent commit fails the change (as it would
+    after the rename) instead of silently losing the assignment."""
+    unknown = [n for n in names if not schema.has_field(n)]
+    if unknown:
+        raise ColumnNotFoundError(f"set names column(s) {unknown} the namespace does not have")
 
 
 class PairedRows:

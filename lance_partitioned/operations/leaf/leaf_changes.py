@@ -43,6 +43,10 @@ class LeafChange:
         """The Lance operation to commit on ``base``; None when there is nothing to do."""
         raise NotImplementedError
 
+    def restart(self) -> None:
+        """Called before each staging attempt, which starts again from the published
+        content: whatever the last attempt committed is not below the next one."""
+
 
 @dataclass
 class AppendFiles(LeafChange):
@@ -235,18 +239,37 @@ class MergeRows(LeafChange):
     rows take every column of theirs, the others are inserted (one Lance ``Update``).
 
     For a leaf whose columns are the namespace's exactly (names, types, field ids) and
-    rows that all belong to its partition; ``updated`` and ``inserted`` count what the
-    last staging did.
+    rows that all belong to its partition. ``delete_keys`` (key columns) are rows that
+    moved to another partition: the leaf's rows matching them are deleted first, as
+    a version of their own below the upsert's (a ``prepare`` step), or as the whole
+    change when there are no ``rows``. ``updated``, ``inserted`` and ``moved_out``
+    count what the last staging did.
     """
 
     rows: Any  # pa.Table with the namespace's columns
     on: list[str]
     update: bool = True
     insert: bool = True
+    delete_keys: Any = None  # pa.Table of the key columns
     updated: int = 0
     inserted: int = 0
+    moved_out: int = 0
+    _deleted_below: int | None = field(default=None, repr=False)
+
+    def restart(self) -> None:
+        self._deleted_below = None  # the next attempt's base holds the rows again
+
+    def prepare(self, base: lance.LanceDataset) -> Any | None:
+        if self.delete_keys is None or not self.rows.num_rows:
+            return None  # nothing to delete, or deleting is the whole change
+        if self._deleted_below is not None and base.version > self._deleted_below:
+            return None  # this staging attempt committed the deletion already
+        self._deleted_below = base.version
+        return self._delete(base)
 
     def operation(self, base: lance.LanceDataset) -> Any | None:
+        if not self.rows.num_rows:
+            return self._delete(base) if self.delete_keys is not None else None
         builder = base.merge_insert(self.on)
         if self.update:
             builder = builder.when_matched_update_all()
@@ -258,3 +281,9 @@ class MergeRows(LeafChange):
         if not self.updated and not self.inserted:
             return None
         return transaction.operation
+
+    def _delete(self, base: lance.LanceDataset) -> Any | None:
+        builder = base.merge_insert(self.on).when_matched_delete()
+        transaction, stats = builder.execute_uncommitted(self.delete_keys)
+        self.moved_out = int(stats.get("num_deleted_rows", 0))
+        return transaction.operation if self.moved_out else None

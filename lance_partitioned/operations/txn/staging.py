@@ -238,6 +238,7 @@ def stage_leaf(
         opened = None
     last: BaseException | None = None
     for attempt in COMMIT_RETRY.tries():  # waits between tries desynchronise writers
+        change.restart()
         pub = published
         if pub is None:
             pub = lance.dataset(uri, storage_options=storage_options).version

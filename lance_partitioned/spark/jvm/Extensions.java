@@ -1,16 +1,27 @@
 package lance_partitioned.spark;
 
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 import org.slf4j.Logger;
@@ -20,6 +31,7 @@ import scala.Function1;
 import scala.runtime.AbstractFunction1;
 import scala.runtime.AbstractPartialFunction;
 import scala.runtime.BoxedUnit;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Gives every scan of a {@code lance_partitioned} relation with {@code pushFilters}
@@ -52,6 +64,12 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
                 return new IsolateScans();
             }
         });
+        extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new PruneColumns();
+            }
+        });
         return BoxedUnit.UNIT;
     }
 
@@ -76,6 +94,145 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
                 }
             });
         }
+    }
+
+    /**
+     * Column pruning, which PySpark 4.3's Python sources lack: a relation of this source
+     * read under a {@code Project} (through any {@code Filter}s), as Spark's own column
+     * pruning leaves every scan that does not need all columns, is replaced by a copy
+     * that declares only the columns the project list and filters reference, over a new
+     * {@code PythonDataSourceV2} (the read plan Spark caches per provider is built for
+     * one schema). The Python reader reads exactly the columns of the schema it is given.
+     * A relation met anywhere else (under a join, a union, at the root) keeps every
+     * column: Spark reads all of them there anyway.
+     */
+    public static final class PruneColumns extends Rule<LogicalPlan> {
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            Map<LogicalPlan, Set<Long>> needs = new IdentityHashMap<>();
+            visit(plan, null, needs);
+            if (needs.isEmpty()) {
+                return plan;
+            }
+            return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+                @Override
+                public boolean isDefinedAt(LogicalPlan node) {
+                    return needs.get(node) != null;
+                }
+
+                @Override
+                public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, Function1<A1, B1> otherwise) {
+                    Set<Long> need = needs.get(node);
+                    if (need == null) {
+                        return otherwise.apply(node);
+                    }
+                    @SuppressWarnings("unchecked")
+                    B1 out = (B1) pruneOrKeep((DataSourceV2Relation) node, need);
+                    return out;
+                }
+            });
+        }
+    }
+
+    /** The sentinel for "every column" in the needs map (a relation read whole). */
+    static final Set<Long> ALL = new HashSet<>();
+
+    /**
+     * Record what each relation of this source must read: {@code need} is the set of
+     * expression ids its parent reads from it, or null when the parent may read all.
+     */
+    static void visit(LogicalPlan node, Set<Long> need, Map<LogicalPlan, Set<Long>> needs) {
+        if (isOurs(node)) {
+            Set<Long> known = needs.get(node);
+            if (need == null || known == ALL) {
+                needs.put(node, ALL);
+            } else if (known == null) {
+                needs.put(node, new HashSet<>(need));
+            } else {
+                known.addAll(need);
+            }
+            return;
+        }
+        if (node instanceof Project) {
+            visit(((Project) node).child(), ids(node), needs);
+            return;
+        }
+        if (node instanceof Filter && need != null) {
+            Set<Long> more = new HashSet<>(need);
+            more.addAll(ids(node));
+            visit(((Filter) node).child(), more, needs);
+            return;
+        }
+        for (LogicalPlan child : CollectionConverters.asJava(node.children())) {
+            visit(child, null, needs);
+        }
+    }
+
+    /** The expression ids of the attributes {@code node}'s own expressions reference. */
+    static Set<Long> ids(LogicalPlan node) {
+        Set<Long> out = new HashSet<>();
+        for (Attribute a : CollectionConverters.asJava(node.references().toSeq())) {
+            out.add(a.exprId().id());
+        }
+        return out;
+    }
+
+    /** A relation of this source (any options). */
+    static boolean isOurs(LogicalPlan node) {
+        if (!(node instanceof DataSourceV2Relation)) {
+            return false;
+        }
+        Table table = ((DataSourceV2Relation) node).table();
+        return table instanceof PythonTable && SOURCE.equals(table.name());
+    }
+
+    /** {@code prune(relation, need)}, or the relation unchanged if this Spark's internals differ. */
+    static LogicalPlan pruneOrKeep(DataSourceV2Relation relation, Set<Long> need) {
+        if (need == ALL) {
+            return relation;
+        }
+        try {
+            return prune(relation, need);
+        } catch (RuntimeException | LinkageError e) {
+            LOG.warn("lance_partitioned: cannot prune this scan's columns; it reads them all", e);
+            return relation;
+        }
+    }
+
+    /** {@code relation} declaring only the needed columns (at least one), over a fresh provider. */
+    static LogicalPlan prune(DataSourceV2Relation relation, Set<Long> need) {
+        List<AttributeReference> output = CollectionConverters.asJava(relation.output());
+        List<AttributeReference> kept = new ArrayList<>();
+        for (AttributeReference a : output) {
+            if (need.contains(a.exprId().id())) {
+                kept.add(a);
+            }
+        }
+        if (kept.isEmpty()) {
+            kept.add(output.get(0)); // a count still needs rows: the first column
+        }
+        if (kept.size() == output.size()) {
+            return relation;
+        }
+        PythonTable table = (PythonTable) relation.table();
+        StructType full = table.schema();
+        List<StructField> fields = new ArrayList<>();
+        for (AttributeReference a : kept) {
+            fields.add(full.apply(a.name()));
+        }
+        PythonDataSourceV2 provider = new PythonDataSourceV2();
+        provider.setShortName(table.name());
+        PythonTable fresh = new PythonTable(
+            provider, table.name(), new StructType(fields.toArray(new StructField[0])));
+        Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
+        options.put(MARKER, "true");
+        return relation.copy(
+            fresh,
+            CollectionConverters.asScala(kept).toSeq(),
+            relation.catalog(),
+            relation.identifier(),
+            new CaseInsensitiveStringMap(options),
+            relation.timeTravelSpec());
     }
 
     /** A relation of this source whose reader may accept Spark's filters. */
