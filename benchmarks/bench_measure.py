@@ -52,6 +52,42 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds (user + system, reaped children included) of ``root`` (this process)
+    and every process below it: the JVM, its Python daemon and workers.
+
+    On a shared machine the wall time of a CPU-bound local[2] job depends on what
+    else runs; the CPU it spends does far less, so writes report both. Linux only
+    (``/proc``); elsewhere 0.
+    """
+    if not os.path.isdir("/proc"):
+        return 0.0
+    root = root or os.getpid()
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    spent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        parent[int(entry)] = int(fields[1])
+        spent[int(entry)] = sum(int(x) for x in fields[11:15])
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += spent.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / tick
+
+
 def secs(s: float) -> str:
     if s < 1e-3:
         return f"{s * 1e6:.0f} µs"
@@ -90,6 +126,7 @@ def measure_interleaved(
     reps: int,
     warmup: int = 0,
     release_memory: bool = False,
+    cpu: Callable[[], float] | None = None,
 ) -> dict[str, tuple[Timing, Any, float | None]]:
     """Like ``measure`` for several competitors, alternating them every repetition so
     that background load hits all alike. Returns (timing, last result, peak RSS MiB).
@@ -105,7 +142,11 @@ def measure_interleaved(
     hand the memory the run before freed back to the OS
     (``partition_writer.release_freed_memory``), so each starts alike and peak
     RSS counts its own. Not for the reads: there it would only add page faults
-    to every query (Q6 projected: the plain-Lance floor 35 ms instead of 28)."""
+    to every query (Q6 projected: the plain-Lance floor 35 ms instead of 28).
+
+    ``cpu``: the CPU clock (default: this process's; ``tree_cpu_seconds`` also counts
+    a Spark JVM and its workers)."""
+    cpu = cpu or _cpu
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
     results: dict[str, Any] = {}
@@ -121,11 +162,11 @@ def measure_interleaved(
             if release_memory:
                 release_freed_memory()
             reset_peak_rss()
-            c0 = _cpu()
+            c0 = cpu()
             t0 = time.perf_counter()
             results[name] = fn()
             elapsed = time.perf_counter() - t0
-            used = _cpu() - c0
+            used = cpu() - c0
             peak = rss_mib()
             if peak is not None:
                 peaks[name] = max(peaks[name] or 0.0, peak)
@@ -135,18 +176,20 @@ def measure_interleaved(
     return {k: (Timing(times[k], cpus[k]), results[k], peaks[k]) for k in cases}
 
 
-def reset_peak_rss() -> None:
-    """Reset the kernel's high-water mark of this process (Linux ``clear_refs``)."""
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Reset the kernel's high-water mark of process ``pid`` (default this one; Linux
+    ``clear_refs``)."""
     try:
-        with open("/proc/self/clear_refs", "w") as f:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
             f.write("5")
     except OSError:
         pass
 
 
-def rss_mib(key: str = "VmHWM") -> float | None:
+def rss_mib(key: str = "VmHWM", pid: int | str = "self") -> float | None:
+    """``key`` of process ``pid``'s status (default: this one's peak RSS), in MiB."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith(key + ":"):
                     return int(line.split()[1]) / 1024

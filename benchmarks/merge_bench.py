@@ -2,7 +2,8 @@
 deltalake and pyiceberg, all in one run (issue 30).
 
     .venv/bin/python benchmarks/merge_bench.py [--sf 1] [--batch 100000] [--reps 3]
-        [--workdir /tmp/lpmerge] [--skip-iceberg] [--out benchmarks/results/merge.md]
+        [--workdir /tmp/lpmerge] [--skip-iceberg] [--spark] [--contenders KEY,...]
+        [--out benchmarks/results/merge.md]
 
 The change batch (``--batch`` rows, seeded numpy, the same for every contender): half
 updates of existing ``o_orderkey`` values with a new ``o_totalprice`` and
@@ -21,6 +22,23 @@ repetition (the copy is not timed; opening the table is):
 5. pyiceberg ``tbl.upsert(batch, join_cols=["o_orderkey"])`` on a table partitioned
    by ``year(o_orderdate)`` (SqlCatalog on sqlite). It is slow: above SF 0.1 it runs
    once (``--iceberg-reps``), and ``--skip-iceberg`` leaves it out.
+
+With ``--spark`` (one ``local[2]`` session, stopped with its JVM at the end), the
+same batch, written to Parquet and read back by Spark as a DataFrame (made before
+timing; each run reads the file), also goes to:
+
+6. ``lps.merge(spark, df, root, on=["o_orderkey"])...execute()`` into copies of
+   the year and the bucket namespaces (Spark tasks match and write, the driver
+   commits once); each run's timing log (``LANCE_PARTITIONED_SPARK_TIMING``) says
+   what the tasks spent waiting for rows, in ``plan_merge`` and in the write, and
+   the driver in the Spark job and the commit: the report's "where the time goes";
+7. what a Spark user does without a format that merges: read the whole table
+   (Parquet by year), full outer join it with the batch, write all of it again
+   (Parquet by year).
+
+With ``--spark`` every contender's cpu figure is the process tree's (the JVM and
+its Python workers too), and the Spark runs give the JVM's peak RSS beside this
+process's.
 
 UPDATE ``o_totalprice = o_totalprice * 1.1`` of 1% of the rows spread over every
 partition (``o_orderkey % 100 = 0``) and of one year's rows (1995) is measured with
@@ -48,6 +66,7 @@ import os
 os.environ.setdefault("LANCE_LOG", "error")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -60,12 +79,23 @@ import lance  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+import pyarrow.dataset as pads  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
 # the repository root on sys.path: the TPC-H generator lives in the demo (demo.tpch)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
-from bench_measure import Timing, measure, measure_interleaved, rmtree  # noqa: E402
+from bench_measure import (  # noqa: E402
+    Timing,
+    measure,
+    measure_interleaved,
+    reset_peak_rss,
+    rmtree,
+    rss_mib,
+    secs,
+    tree_cpu_seconds,
+)
 
 import lance_partitioned as lp  # noqa: E402
 from demo import tpch  # noqa: E402
@@ -222,10 +252,11 @@ class Contender:
     work: Path
     runs: int = 0
     live: Path | None = None
+    template_key: str = ""  # another contender's key whose template this one copies
 
     @property
     def template(self) -> Path:
-        return self.work / f"{self.key}_template"
+        return self.work / f"{self.template_key or self.key}_template"
 
     def fresh(self) -> None:
         if self.live is not None:
@@ -242,6 +273,14 @@ class Contender:
     def missing(self, op: str) -> str | None:
         """Why ``op`` ('merge' or 'update') cannot run here, or None."""
         return None
+
+    def merge_input(self, batch: pa.Table) -> Any:
+        """What ``merge`` takes: the batch in this tool's shape (made before timing)."""
+        return batch
+
+    def peak_note(self) -> str:
+        """More peak memory to report beside this process's (a JVM's), or ''."""
+        return ""
 
 
 class LanceFloor(Contender):
@@ -267,6 +306,17 @@ class LanceFloor(Contender):
         return State.of(ds.to_table(columns=[KEY, "o_totalprice"]), ds.count_rows(filter=IN_YEAR))
 
 
+def merge_counts(result: Any) -> dict[str, Any]:
+    """A lance-partitioned ``MergeResult``'s counts."""
+    return counts(
+        result,
+        inserted=("rows_inserted",),
+        updated=("rows_updated",),
+        deleted=("rows_deleted",),
+        partitions=("partitions_touched",),
+    )
+
+
 @dataclass
 class Partitioned(Contender):
     spec: str = ""
@@ -282,14 +332,7 @@ class Partitioned(Contender):
     def merge(self, batch: pa.Table) -> dict[str, Any]:
         ns = lp.open(str(self.live))
         r = ns.merge(batch, on=[KEY]).when_matched_update_all().when_not_matched_insert_all()
-        r = r.execute()
-        return counts(
-            r,
-            inserted=("rows_inserted",),
-            updated=("rows_updated",),
-            deleted=("rows_deleted",),
-            partitions=("partitions_touched",),
-        )
+        return merge_counts(r.execute())
 
     def update(self, where: str) -> dict[str, Any]:
         u = lp.open(str(self.live)).update(set=SET, where=where)
@@ -312,6 +355,9 @@ class Delta(Contender):
         from deltalake import write_deltalake
 
         write_deltalake(str(self.template), with_year(table), partition_by=["o_year"])
+
+    def merge_input(self, batch: pa.Table) -> pa.Table:
+        return with_year(batch)  # Delta's partition column
 
     def merge(self, batch: pa.Table) -> dict[str, Any]:
         from deltalake import DeltaTable
@@ -384,7 +430,263 @@ class Iceberg(Contender):
         )
 
 
-def contenders(work: Path, buckets: int, iceberg: bool) -> list[Contender]:
+# -- Spark (--spark) ------------------------------------------------------------------------
+
+SPARK_MASTER = "local[2]"
+
+
+@dataclass
+class SparkSide:
+    """The Spark session the Spark contenders share, and the change batch as they read
+    it: written to Parquet once and read back by Spark (``spark.read.parquet``), the
+    way a batch of changes usually arrives. The DataFrame is made before any timing;
+    it is lazy, so every merge reads the file (that is timed)."""
+
+    spark: Any
+    work: Path  # the batch's Parquet file and the timing logs; removed at the end
+    frame: Any = None
+
+    def batch(self, batch: pa.Table) -> Any:
+        if self.frame is None:
+            self.work.mkdir(parents=True, exist_ok=True)
+            path = self.work / "batch.parquet"
+            pq.write_table(batch, path)
+            self.frame = self.spark.read.parquet(str(path))
+        return self.frame
+
+    @property
+    def jvm_pid(self) -> int | None:
+        from pyspark import SparkContext
+
+        proc = getattr(SparkContext._gateway, "proc", None)
+        return None if proc is None else proc.pid
+
+    def jvm_peak(self) -> float | None:
+        """The JVM's peak RSS (MiB) since the last ``reset_jvm_peak``."""
+        pid = self.jvm_pid
+        return None if pid is None else rss_mib(pid=pid)
+
+    def reset_jvm_peak(self) -> None:
+        if self.jvm_pid is not None:
+            reset_peak_rss(self.jvm_pid)
+
+
+@dataclass
+class SparkContender(Contender):
+    """A contender run by Spark on ``SPARK_MASTER``: the batch is ``SparkSide``'s
+    DataFrame; the JVM's peak RSS is read right after each run (a /proc read)."""
+
+    side: SparkSide | None = None
+    jvm_peaks: list[float] = field(default_factory=list)
+
+    def fresh(self) -> None:
+        super().fresh()
+        self.side.reset_jvm_peak()
+
+    def merge_input(self, batch: pa.Table) -> Any:
+        return self.side.batch(batch)
+
+    def missing(self, op: str) -> str | None:
+        return None if op == "merge" else "no UPDATE from Spark (`lps` has merge only)"
+
+    def ran(self) -> None:
+        peak = self.side.jvm_peak()
+        if peak is not None:
+            self.jvm_peaks.append(peak)
+
+    def peak_note(self) -> str:
+        return f"; JVM {max(self.jvm_peaks):,.0f} MiB" if self.jvm_peaks else ""
+
+
+@dataclass
+class SparkMerge(SparkContender, Partitioned):
+    """``lps.merge(spark, df, root, on=[KEY])`` into a copy of a lance-partitioned
+    namespace. Every run has its own timing log (``LANCE_PARTITIONED_SPARK_TIMING``,
+    set before the run): what each task spent waiting for its rows, in ``plan_merge``
+    and in the write, and the driver's Spark job and commit."""
+
+    logs: list[Path] = field(default_factory=list)
+
+    def fresh(self) -> None:
+        from lance_partitioned.spark.sink import TIMING_LOG_ENV
+
+        super().fresh()
+        self.logs.append(self.side.work / f"{self.key}_{self.runs}_timing.jsonl")
+        self.logs[-1].unlink(missing_ok=True)
+        os.environ[TIMING_LOG_ENV] = str(self.logs[-1])
+
+    def merge(self, frame: Any) -> dict[str, Any]:
+        from lance_partitioned import spark as lps
+
+        builder = lps.merge(self.side.spark, frame, str(self.live), on=[KEY])
+        r = builder.when_matched_update_all().when_not_matched_insert_all().execute()
+        self.ran()
+        return merge_counts(r)
+
+
+@dataclass
+class SparkRewrite(SparkContender):
+    """What a Spark user does without a format that merges: read the whole table
+    (Parquet partitioned by ``o_year``), full outer join it with the batch, and write
+    every row again, partitioned by year, into a new directory."""
+
+    def build(self, table: pa.Table) -> None:
+        pads.write_dataset(
+            with_year(table),
+            self.template,
+            format="parquet",
+            partitioning=["o_year"],
+            partitioning_flavor="hive",
+        )
+
+    def fill(self, live: Path) -> None:
+        pass  # the template is read; the output is written to ``live``
+
+    def merge(self, frame: Any) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
+        target = self.side.spark.read.parquet(str(self.template)).drop("o_year")
+        source = frame.withColumn("_hit", F.lit(True))
+        joined = target.alias("t").join(source.alias("s"), on=KEY, how="full_outer")
+        cols = [F.col(KEY)] + [
+            F.when(F.col("s._hit"), F.col(f"s.{n}")).otherwise(F.col(f"t.{n}")).alias(n)
+            for n in frame.columns
+            if n != KEY
+        ]
+        out = joined.select(*cols).withColumn("o_year", F.year("o_orderdate"))
+        out.write.partitionBy("o_year").parquet(str(self.live))
+        self.ran()
+        return {}
+
+    def state(self) -> State:
+        d = pads.dataset(str(self.live), format="parquet", partitioning="hive")
+        in_year = d.count_rows(filter=pads.field("o_year") == YEAR)
+        return State.of(d.to_table(columns=[KEY, "o_totalprice"]), in_year)
+
+
+def spark_contenders(work: Path, buckets: int, side: SparkSide) -> list[Contender]:
+    at = f"Spark {SPARK_MASTER}"
+    return [
+        SparkMerge(
+            "spark_year",
+            f"{at}: `lps.merge` into `year(o_orderdate)`",
+            work,
+            template_key="lp_year",
+            spec="year(o_orderdate)",
+            side=side,
+        ),
+        SparkMerge(
+            "spark_bucket",
+            f"{at}: `lps.merge` into `bucket({buckets}, o_orderkey)`",
+            work,
+            template_key="lp_bucket",
+            spec=f"bucket({buckets}, o_orderkey)",
+            side=side,
+        ),
+        SparkRewrite(
+            "spark_rewrite",
+            f"{at} without a merge: read all, full outer join, rewrite Parquet by year",
+            work,
+            side=side,
+        ),
+    ]
+
+
+def read_timing_log(path: Path) -> tuple[list[dict], dict | None]:
+    """A Spark merge run's task lines and its (last) driver line."""
+    entries = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    tasks = [e for e in entries if e.get("phase") == "merge_task"]
+    driver = [e for e in entries if e.get("phase") == "merge_driver"]
+    return tasks, driver[-1] if driver else None
+
+
+def median_run_log(line: Line) -> tuple[float, list[dict], dict | None] | None:
+    """A Spark merge's median run: (its seconds, its task lines, its driver line)."""
+    c = line.contender
+    if not isinstance(c, SparkMerge) or line.timing is None:
+        return None
+    times = line.timing.times
+    i = sorted(range(len(times)), key=times.__getitem__)[(len(times) - 1) // 2]
+    return (times[i], *read_timing_log(c.logs[len(c.logs) - len(times) + i]))
+
+
+def with_cpu(entry: dict, name: str) -> str:
+    return f"{secs(entry[f'{name}_seconds'])} (cpu {secs(entry[f'{name}_cpu_seconds'])})"
+
+
+def spark_rows(rep: Report) -> tuple[list[list[str]], list[list[str]]]:
+    """Cells of the two tables of ``spark_lines``: one row per Spark merge, one per task."""
+    runs, tasks_out = [], []
+    for line in rep.lines:
+        got = median_run_log(line)
+        if got is None:
+            continue
+        total, tasks, driver = got
+        label = line.contender.label
+        if driver is None:
+            runs.append([label, secs(total), "no timing log", "", "", "", ""])
+            continue
+        job = driver["job_seconds"]
+        longest = max((t["seconds"] for t in tasks), default=0.0)
+        lance = max((t["plan_seconds"] + t["write_seconds"] for t in tasks), default=0.0)
+        runs.append(
+            [
+                label,
+                secs(total),
+                secs(job),
+                secs(job - longest),
+                with_cpu(driver, "commit"),
+                secs(total - job - driver["commit_seconds"]),
+                f"{(lance + driver['commit_seconds']) / total:.0%}",
+            ]
+        )
+        for t in sorted(tasks, key=lambda t: -t["rows"]):
+            tasks_out.append(
+                [
+                    label,
+                    f"{t['rows']:,}",
+                    secs(t["input_wait_seconds"]),
+                    with_cpu(t, "plan"),
+                    with_cpu(t, "write"),
+                    secs(t["seconds"]),
+                ]
+            )
+    return runs, tasks_out
+
+
+def spark_lines(rep: Report) -> list[str]:
+    runs, tasks = spark_rows(rep)
+    if not runs:
+        return []
+    return [
+        "",
+        "## Spark merge: where the time goes (the median run)",
+        "",
+        "From the timing log (`LANCE_PARTITIONED_SPARK_TIMING`). The driver logs the Spark "
+        "job (reading the batch, the shuffle by key, the tasks) and the commit; "
+        "\"outside the tasks\" is the job's time beyond its longest task's (reading the "
+        "batch, the shuffle's map side, scheduling, starting the Python tasks). The tasks "
+        'run at once on the cores; "in Lance" is the longest task\'s `plan_merge` + write '
+        "plus the commit, over the total.",
+        "",
+        "| Contender | Total | Spark job | Outside the tasks | Commit | Driver, other | In Lance |",
+        "|---|---|---|---|---|---|---|",
+        *("| " + " | ".join(r) + " |" for r in runs),
+        "",
+        "Each task: the seconds waiting for its rows (Spark's shuffle read and Arrow "
+        "conversion), in `plan_merge` (the snapshot, reading the key columns and the "
+        "matched rows from Lance) and in the write (splitting by partition, Lance file "
+        "writes); cpu is its Python worker's, every thread (Lance's too).",
+        "",
+        "| Contender | Task's rows | Waiting for rows | plan_merge | Write | Task total |",
+        "|---|---|---|---|---|---|",
+        *("| " + " | ".join(r) + " |" for r in tasks),
+    ]
+
+
+def contenders(
+    work: Path, buckets: int, iceberg: bool, side: SparkSide | None = None
+) -> list[Contender]:
     out: list[Contender] = [
         LanceFloor("floor", "floor: plain Lance `merge_insert` / `update`, one dataset", work),
         Partitioned(
@@ -400,6 +702,8 @@ def contenders(work: Path, buckets: int, iceberg: bool) -> list[Contender]:
     ]
     if iceberg:
         out.append(Iceberg("iceberg", "pyiceberg `upsert`, `year(o_orderdate)`", work))
+    if side is not None:
+        out += spark_contenders(work, buckets, side)
     return out
 
 
@@ -430,6 +734,7 @@ class Line:
     timing: Timing | None
     reported: Any
     verdict: str
+    peak: float | None = None  # this process's peak RSS (MiB) over the runs
 
 
 @dataclass
@@ -451,9 +756,11 @@ def run_op(
     call: Callable[[Contender], Any],
     reps: dict[str, int],
     expect: State,
+    cpu: Callable[[], float] | None = None,
 ) -> None:
     """Time ``call`` on every contender that can run ``op`` (interleaved; those with their
-    own repetition count alone), then check each one's final table against ``expect``."""
+    own repetition count alone), then check each one's final table against ``expect``.
+    ``cpu``: the CPU clock of the interleaved runs (``measure_interleaved``)."""
     kind = "merge" if op.startswith("merge") else "update"
     able = [c for c in cs if c.missing(kind) is None]
     print(f"\n== {op}", flush=True)
@@ -461,7 +768,9 @@ def run_op(
     together = {k: v for k, v in cases.items() if reps.get(k) is None}
     got = {}
     if together:
-        got = measure_interleaved(together, reps["default"], reps["warmup"], release_memory=True)
+        got = measure_interleaved(
+            together, reps["default"], reps["warmup"], release_memory=True, cpu=cpu
+        )
     for k in cases.keys() - together.keys():
         timing, result = measure(cases[k][0], reps[k], setup=cases[k][1])
         got[k] = (timing, result, None)
@@ -469,8 +778,9 @@ def run_op(
         if c.key not in got:
             rep.lines.append(Line(op, c, None, None, c.missing(kind) or ""))
             continue
-        timing, result, _ = got[c.key]
+        timing, result, peak = got[c.key]
         rep.lines.append(check(rep, op, c, timing, result, expect))
+        rep.lines[-1].peak = peak
         print(f"  {c.label}: {timing.fmt()} {rep.lines[-1].verdict}", flush=True)
 
 
@@ -517,8 +827,8 @@ def ratio(a: Timing | None, b: Timing | None) -> float | None:
 
 def table_lines(rep: Report, expected: dict[str, dict[str, int]]) -> list[str]:
     out = [
-        "| Operation | Contender | Time: best (median, n) | Median / floor's | Reported by the tool | Final table |",
-        "|---|---|---|---|---|---|",
+        "| Operation | Contender | Time: best (median, n) | Median / floor's | Peak RSS | Reported by the tool | Final table |",
+        "|---|---|---|---|---|---|---|",
     ]
     floors = {ln.op: ln.timing for ln in rep.lines if ln.contender.key == "floor"}
     for ln in rep.lines:
@@ -528,6 +838,7 @@ def table_lines(rep: Report, expected: dict[str, dict[str, int]]) -> list[str]:
             ln.contender.label,
             ln.timing.fmt() if ln.timing else "—",
             "" if r is None else f"{r:.2f}×",
+            "" if ln.peak is None else f"{ln.peak:,.0f} MiB{ln.contender.peak_note()}",
             reported(ln, expected[ln.op]),
             ln.verdict,
         ]
@@ -565,14 +876,15 @@ def judge_goals(rep: Report, op: str) -> None:
 
 def render(rep: Report, head: list[str], facts: list[str], expected: dict) -> str:
     lines = [*head, *facts, "", "## Results", "", *table_lines(rep, expected)]
-    lines += [
-        "",
-        "## Goals (issue 30, on medians; not enforced)",
-        "",
-        "| Goal | Measured | Verdict |",
-        "|---|---|---|",
-        *(f"| {g} | {m} | {v} |" for g, m, v in rep.goals),
-    ]
+    if rep.goals:  # none when --contenders leaves out every pair a goal compares
+        lines += [
+            "",
+            "## Goals (issue 30, on medians; not enforced)",
+            "",
+            "| Goal | Measured | Verdict |",
+            "|---|---|---|",
+            *(f"| {g} | {m} | {v} |" for g, m, v in rep.goals),
+        ]
     lines += [
         "",
         f"Correctness checks (row count, distinct {KEY}, sum(o_totalprice) within {RTOL:g} "
@@ -580,6 +892,7 @@ def render(rep: Report, head: list[str], facts: list[str], expected: dict) -> st
         "pyarrow/numpy on the source rows with the batch applied): "
         + ("all passed" if not rep.failures else "**FAILED**: " + "; ".join(rep.failures)),
     ]
+    lines += spark_lines(rep)
     if rep.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in rep.notes)]
     return "\n".join(lines) + "\n"
@@ -614,6 +927,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="repetitions of pyiceberg's upsert (default: --reps up to SF 0.1, else 1)",
     )
     p.add_argument("--skip-iceberg", action="store_true", help="leave pyiceberg out")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help=f"add the Spark contenders (one {SPARK_MASTER} session): lps.merge into both "
+        "namespaces, and a full rewrite of Parquet",
+    )
+    p.add_argument("--spark-driver-memory", default="4g", help="spark.driver.memory with --spark")
+    p.add_argument(
+        "--contenders",
+        default="",
+        help="comma-separated keys to run (default: all): floor, lp_year, lp_bucket, delta, "
+        "iceberg, spark_year, spark_bucket, spark_rewrite",
+    )
     p.add_argument("--buckets", type=int, default=16, help="buckets of the bucket namespace")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", default="merge,update", help="comma-separated: merge, update")
@@ -633,12 +959,9 @@ def run_all_ops(
     if "merge" in only:
         op = f"merge (upsert) of {batch.num_rows:,} rows"
         state, expected[op] = after_merge(source, batch)
-        delta_batch = with_year(batch)  # Delta's partition column, outside the timing
-
-        def merge(c: Contender) -> Any:
-            return c.merge(delta_batch if isinstance(c, Delta) else batch)
-
-        run_op(rep, op, cs, merge, reps, state)
+        inputs = {c.key: c.merge_input(batch) for c in cs}  # outside the timing
+        cpu = tree_cpu_seconds if args.spark else None
+        run_op(rep, op, cs, lambda c: c.merge(inputs[c.key]), reps, state, cpu)
         judge_goals(rep, op)
     if "update" in only:
         for op, (where, mask) in UPDATES.items():
@@ -647,25 +970,106 @@ def run_all_ops(
     return expected
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, spark: Any = None) -> int:
+    """Run the benchmark. ``spark``: with ``--spark``, a session to use (and leave
+    running) instead of starting one (stopped with its JVM at the end)."""
     args = parse(argv)
+    own = args.spark and spark is None
+    if own:
+        from lance_partitioned.spark import local_session
+
+        conf = {"spark.driver.memory": args.spark_driver_memory}
+        spark = local_session(SPARK_MASTER, "lance_partitioned-merge-bench", conf=conf)
+    try:
+        return bench(args, argv, spark if args.spark else None)
+    finally:
+        if own:
+            from lance_partitioned.spark import stop_session
+
+            stop_session(spark)
+
+
+def chosen(cs: list[Contender], keys: str) -> list[Contender]:
+    """The contenders ``--contenders`` names (all when empty), in their order."""
+    wanted = {k.strip() for k in keys.split(",") if k.strip()}
+    unknown = wanted - {c.key for c in cs}
+    if unknown:
+        raise SystemExit(f"--contenders: unknown {sorted(unknown)}; known: {[c.key for c in cs]}")
+    return [c for c in cs if not wanted or c.key in wanted]
+
+
+def build_templates(cs: list[Contender], source: pa.Table) -> None:
+    """Each template once (Spark's merges copy the in-process namespaces' templates)."""
+    built: set[Path] = set()
+    for c in cs:
+        if c.template not in built:
+            built.add(c.template)
+            rmtree(c.template)
+            c.build(source)
+
+
+def bench(args: argparse.Namespace, argv: list[str] | None, spark: Any) -> int:
     started, load_start, t_start = utc_now(), loadavg(), time.perf_counter()
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     source = load_orders(args.sf, work)
     batch = make_batch(source, args.batch, args.move_fraction, args.seed)
-    cs = contenders(work, args.buckets, not args.skip_iceberg)
-    for c in cs:
-        rmtree(c.template)
-        c.build(source)
+    side = None if spark is None else SparkSide(spark, work / "spark_runs")
+    cs = chosen(contenders(work, args.buckets, not args.skip_iceberg, side), args.contenders)
+    build_templates(cs, source)
     rep = Report()
+    held = rss_mib("VmRSS")
+    timing_env = saved_timing_env() if side is not None else (lambda: None)
     try:
         expected = run_all_ops(rep, args, source, batch, cs)
     finally:
+        timing_env()
         for c in cs:
             for path in (c.live, c.template):
                 if path is not None:
                     rmtree(path)
+    facts = run_facts(args, source, batch, held, side)
+    head = header_lines(
+        "MERGE and UPDATE benchmarks",
+        command(__file__, argv),
+        started,
+        load_start,
+        time.perf_counter() - t_start,
+    )
+    text = render(rep, head, facts, expected)
+    if side is not None:
+        rmtree(side.work)  # the timing logs are in the report
+    print("\n" + text)
+    write_report(args.out, text)
+    if rep.failures:
+        print("CORRECTNESS CHECKS FAILED:\n  " + "\n  ".join(rep.failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+def saved_timing_env() -> Callable[[], None]:
+    """A function putting the Spark timing log variable back as it is now (the Spark
+    merges set it for each run)."""
+    from lance_partitioned.spark.sink import TIMING_LOG_ENV as name
+
+    before = os.environ.get(name)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    return restore
+
+
+def run_facts(
+    args: argparse.Namespace,
+    source: pa.Table,
+    batch: pa.Table,
+    held: float | None,
+    side: SparkSide | None,
+) -> list[str]:
     ice = (
         "skipped (--skip-iceberg)"
         if args.skip_iceberg
@@ -681,21 +1085,21 @@ def main(argv: list[str] | None = None) -> int:
         f"- repetitions: {args.reps} after {args.warmup} warm-up, pyiceberg {ice} (no warm-up); "
         "each run on a fresh copy of the table (the copy is not timed; opening the table "
         "is); times are wall clock",
+        "- peak RSS: this process's high-water mark during the run, reset before it; the "
+        "process holds the source table and the batch throughout"
+        + ("" if held is None else f" ({held:,.0f} MiB before the first run)"),
     ]
-    head = header_lines(
-        "MERGE and UPDATE benchmarks",
-        command(__file__, argv),
-        started,
-        load_start,
-        time.perf_counter() - t_start,
-    )
-    text = render(rep, head, facts, expected)
-    print("\n" + text)
-    write_report(args.out, text)
-    if rep.failures:
-        print("CORRECTNESS CHECKS FAILED:\n  " + "\n  ".join(rep.failures), file=sys.stderr)
-        return 1
-    return 0
+    if side is not None:
+        conf = side.spark.sparkContext.getConf()
+        facts += [
+            f"- Spark: {conf.get('spark.master')}, driver memory "
+            f"{conf.get('spark.driver.memory', '1g')}, default parallelism "
+            f"{side.spark.sparkContext.defaultParallelism} (the merge's tasks); the batch is "
+            "a DataFrame over a Parquet file of it, made before timing (each run reads "
+            "the file); cpu is the whole process tree's (this process, the JVM, its "
+            "Python workers); the JVM's peak RSS is reset before each Spark run",
+        ]
+    return facts
 
 
 if __name__ == "__main__":

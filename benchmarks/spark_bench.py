@@ -58,6 +58,7 @@ from pyspark.sql.types import StructType  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+from bench_measure import tree_cpu_seconds  # noqa: E402
 from core_bench import q6_mask, q6_revenue  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
@@ -94,42 +95,6 @@ def interleaved(variants: dict[str, Callable[[], Any]], repeat: int) -> dict[str
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-def tree_cpu_seconds(root: int | None = None) -> float:
-    """CPU seconds (user + system, reaped children included) of ``root`` (this process)
-    and every process below it: the JVM, its Python daemon and workers.
-
-    On a shared machine the wall time of a CPU-bound local[2] job depends on what
-    else runs; the CPU it spends does far less, so writes report both. Linux only
-    (``/proc``); elsewhere 0.
-    """
-    if not os.path.isdir("/proc"):
-        return 0.0
-    root = root or os.getpid()
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    spent: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        parent[int(entry)] = int(fields[1])
-        spent[int(entry)] = sum(int(x) for x in fields[11:15])
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += spent.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total / tick
 
 
 def interleaved_with_cpu(

@@ -163,3 +163,25 @@ def test_memory_bench_spark_probe_runs_and_its_answers_are_right(tmp_path, spark
     assert sum(t["rows"] for t in got["tasks"]) == table.num_rows == got["rows_back"]
     assert got["qty_back"] == str(pc.sum(table["l_quantity"]).as_py())
     assert all(t["peak_rss_mib"] > 0 for t in got["tasks"])
+
+
+def test_merge_bench_spark_contenders_run_and_their_answers_are_right(workdir, spark):
+    """``merge_bench.py --spark`` in this session's Spark: ``lps.merge`` into both
+    namespaces and the full Parquet rewrite get the oracle's table, and every Spark
+    merge's timing log says where its time went."""
+    module = importlib.import_module("merge_bench")
+    out = workdir / "results" / "merge_spark.md"
+    args = run_all.arguments("merge_bench", smoke=True, workdir=workdir, out_dir=None)
+    args += ["--warmup", "0", "--only", "merge", "--spark", "--out", str(out)]
+    args += ["--contenders", "spark_year,spark_bucket,spark_rewrite"]
+    # raises or returns 1 when an answer is wrong; leaves the session running
+    assert module.main(args, spark=spark) == 0
+    text = _report(out)
+    assert "Correctness checks (row count, distinct o_orderkey" in text and ": all passed" in text
+    rows = [line for line in text.splitlines() if line.startswith("| merge (upsert)")]
+    assert len(rows) == 3 and all("| correct |" in r for r in rows), rows
+    where = text[text.index("## Spark merge: where the time goes") :].splitlines()
+    spent = [line for line in where if line.startswith("| Spark local[2]: `lps.merge`")]
+    # a row per merge and one per task that had rows, each from its timing log
+    assert len(spent) >= 4 and not any("no timing log" in line for line in spent), spent
+    assert "| Contender | Task's rows |" in text

@@ -18,8 +18,17 @@
 
 A failed task fails the job and nothing is published (files already written
 by other tasks are unreferenced; ``vacuum`` reclaims them).
+
 ``when_not_matched_by_source_delete`` needs every task's matches at once and is
 refused here (use ``ns.merge`` on a pyarrow source).
+
+Where the time goes: when ``LANCE_PARTITIONED_SPARK_TIMING`` names a file on the
+driver as ``execute`` runs, every task appends one JSON line to it (phase
+``merge_task``: seconds waiting for Spark's rows, in ``plan_merge`` and in the
+write, wall and CPU, in total) and the driver one more (``merge_driver``: the
+Spark job's seconds and the commit's). The driver passes the path to the tasks,
+so the workers need not inherit the variable; a task on another machine writes
+to that path there.
 
 Spark SQL's ``MERGE INTO``, ``UPDATE`` and ``DELETE FROM`` cannot reach a Python
 data source in PySpark 4.3 (its Python Data Source API has no row-level
@@ -28,7 +37,9 @@ operations); these calls are the equivalent.
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,6 +62,7 @@ from lance_partitioned.operations.txn.driver import replanned
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
 from lance_partitioned.operations.write.partition_writer import WrittenFiles, new_job_secret
 from lance_partitioned.operations.write.publish import WriteMode
+from lance_partitioned.spark.sink import TIMING_LOG_ENV, log_timing
 
 PAYLOAD = "payload"  # the one binary column a merge task returns
 
@@ -110,8 +122,11 @@ class SparkMergeBuilder(MergeBuilder):
             self._clauses,
             secret,
             options,
+            os.environ.get(TIMING_LOG_ENV),
         )
+        started = time.perf_counter()
         parts = df.repartition(tasks, *self._on).mapInArrow(fn, f"{PAYLOAD} binary").collect()
+        job_seconds = time.perf_counter() - started
         written = WrittenFiles(snapshot.version)
         removals: dict[str, list[np.ndarray]] = {}
         inserted = updated = deleted = 0
@@ -127,12 +142,23 @@ class SparkMergeBuilder(MergeBuilder):
         job = WriteJob(self._manifest, snapshot, WriteMode.APPEND, secret=secret, lease=lease)
         if not merged and not written.leaves:
             return MergeResult(snapshot.version, 0, 0, 0, 0)
+        started, cpu = time.perf_counter(), time.process_time()
         published = job.commit(
             written,
             removals=merged,
             info=merge_info(self._on, self._clauses, inserted, updated, deleted),
         )
         assert published is not None
+        log_timing(
+            {
+                "phase": "merge_driver",
+                "job_seconds": job_seconds,
+                "commit_seconds": time.perf_counter() - started,
+                "commit_cpu_seconds": time.process_time() - cpu,
+                "tasks": len(parts),
+                "files": sum(len(w.fragments) for w in written.leaves.values()),
+            }
+        )
         touched = set(merged) | {lw.object_id for lw in written.leaves.values()}
         return MergeResult(published.version, inserted, updated, deleted, len(touched))
 
@@ -145,28 +171,66 @@ def _task_function(
     clauses: Sequence[Any],
     secret: bytes,
     options: dict[str, Any],
+    timing_log: str | None,
 ):
-    """The function each Spark task runs on its share of the source (``mapInArrow``)."""
+    """The function each Spark task runs on its share of the source (``mapInArrow``);
+    with ``timing_log``, it appends where its time went to that file."""
 
     def merge_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # a few clock reads per task; logged only with a timing log
+        marks = [_clocks()]
         rows = [b for b in batches if b.num_rows]
         if not rows:
             return
+        marks.append(_clocks())
         manifest = Manifest(root, storage_options)
         snapshot = Snapshot.load(manifest, version, for_write=True)
         source = read_source(pa.Table.from_batches(rows), snapshot.schema, on)
         # fast=False: Lance's merge_insert would need the rows on the driver
         changes, counts = plan_merge(snapshot, source, clauses, fast=False)
+        marks.append(_clocks())
         job = WriteJob(manifest, snapshot, WriteMode.APPEND, secret=secret)
         written = job.write(
             lambda writer: writer.write_all(changes.batches()), shared=True, **options
         )
+        marks.append(_clocks())
         payload = pickle.dumps((changes.removals, written, counts.totals()))
+        if timing_log:
+            _log_task(timing_log, marks, source.num_rows, written)
         yield pa.RecordBatch.from_pydict(
             {PAYLOAD: [payload]}, schema=pa.schema([(PAYLOAD, pa.binary())])
         )
 
     return merge_task
+
+
+def _clocks() -> tuple[float, float]:
+    """(wall clock, this process's CPU seconds, all threads: Lance's included)."""
+    return time.perf_counter(), time.process_time()
+
+
+def _log_task(
+    path: str, marks: list[tuple[float, float]], rows: int, written: WrittenFiles
+) -> None:
+    """One ``merge_task`` line: ``marks`` are the clocks at the task's start, when its
+    rows had arrived, after ``plan_merge`` and after the write."""
+    start, received, planned, wrote = marks
+    log_timing(
+        {
+            "phase": "merge_task",
+            "pid": os.getpid(),
+            "input_wait_seconds": received[0] - start[0],
+            "plan_seconds": planned[0] - received[0],
+            "plan_cpu_seconds": planned[1] - received[1],
+            "write_seconds": wrote[0] - planned[0],
+            "write_cpu_seconds": wrote[1] - planned[1],
+            "seconds": time.perf_counter() - start[0],
+            "rows": rows,
+            "partitions": len(written.leaves),
+            "files": sum(len(w.fragments) for w in written.leaves.values()),
+        },
+        path,
+    )
 
 
 def merge(

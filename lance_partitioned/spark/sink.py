@@ -66,9 +66,10 @@ TASK_SPLIT_THREADS = 1
 TIMING_LOG_ENV = "LANCE_PARTITIONED_SPARK_TIMING"
 
 
-def _log_timing(entry: dict[str, Any]) -> None:
-    """Append ``entry`` to the timing log, if one is set (best effort)."""
-    path = os.environ.get(TIMING_LOG_ENV)
+def log_timing(entry: dict[str, Any], path: str | None = None) -> None:
+    """Append ``entry`` to the timing log ``path`` (default: ``TIMING_LOG_ENV``'s
+    value), if there is one (best effort)."""
+    path = path or os.environ.get(TIMING_LOG_ENV)
     if not path:
         return
     try:  # never raises: the driver calls this after the write is published
@@ -182,7 +183,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             max_rows_per_file=self.max_rows_per_file,
         )
         if timed is not None:
-            _log_timing(
+            log_timing(
                 {
                     "phase": "task",
                     "pid": os.getpid(),  # a new pid per job: the worker imported us again
@@ -210,7 +211,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             # Nothing below may raise: Spark would call abort() on a published write.
             # Views cache their read plan; make the next query over them plan again.
             notified = notify_drivers()
-        _log_timing(
+        log_timing(
             {
                 "phase": "commit",
                 "seconds": published - start,
