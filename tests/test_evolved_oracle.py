@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from oracle_filters import And, Between, Cmp, InList, IsNull, Lit, Not, Or, expected_ids, to_sql
 
 import lance_partitioned as lp
+from lance_partitioned.catalog.commit_info import CommitInfo
 
 D = decimal.Decimal
 SETTINGS = dict(
@@ -337,8 +338,10 @@ def test_validate_reports_a_dropped_column_a_leaf_still_names_and_align_removes_
     ns = lp.create(str(tmp_path / "ns"), schema, "p")
     ns.append(pa.table({"p": [1, 2], "c": ["secret1", "secret2"]}, schema=schema))
     # the schema changes alone, as before drop_column reached the leaves
-    ns._evolve_schema(lambda s: s.drop_column("c"))
-    ns._evolve_schema(lambda s: s.add_column(pa.field("c", pa.string())))
+    ns._evolve_schema(lambda s: s.drop_column("c"), CommitInfo("drop_column", {"name": "c"}))
+    ns._evolve_schema(
+        lambda s: s.add_column(pa.field("c", pa.string())), CommitInfo("add_column", {"name": "c"})
+    )
     problems = lp.open(ns.root).validate()
     assert len(problems) == 2 and all("holds a dropped column" in p for p in problems)
     assert ns.align_leaves().leaves_aligned != []
