@@ -508,7 +508,7 @@ class SparkMerge(SparkContender, Partitioned):
     logs: list[Path] = field(default_factory=list)
 
     def fresh(self) -> None:
-        from lance_partitioned.spark.sink import TIMING_LOG_ENV
+        from lance_partitioned.spark.timing import TIMING_LOG_ENV
 
         super().fresh()
         self.logs.append(self.side.work / f"{self.key}_{self.runs}_timing.jsonl")
@@ -1050,7 +1050,7 @@ def bench(args: argparse.Namespace, argv: list[str] | None, spark: Any) -> int:
 def saved_timing_env() -> Callable[[], None]:
     """A function putting the Spark timing log variable back as it is now (the Spark
     merges set it for each run)."""
-    from lance_partitioned.spark.sink import TIMING_LOG_ENV as name
+    from lance_partitioned.spark.timing import TIMING_LOG_ENV as name
 
     before = os.environ.get(name)
 

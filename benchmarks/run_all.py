@@ -85,6 +85,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "memory_bench": (["--sf", "1,3,10", "--spark"], ["--sf", "0.01", "--buffer-mib", "4"]),
     "spj_bench": (["--sf", "1"], ["--sf", "0.01", "--buckets", "4", "4", "--repeat", "1"]),
+    "spark_sql_bench": (
+        ["--sf", "1", "--profile", "5"],
+        # a scan planned per subquery (Q22), a CTE named twice (Q15), joins (Q3), Q6
+        ["--sf", "0.01", "--queries", "3,6,15,22", "--no-warmup", "--profile", "1"],
+    ),
     "search_bench": (
         [],
         [
@@ -115,7 +120,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "startup_bench": (["--reps", "15"], ["--reps", "1"]),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
-SPARK_SCRIPTS = ("spark_bench", "spj_bench")
+SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench")
 # fix_experiments reuses core_bench's TPC-H data (both cache it as <workdir>/tpch_sf<N>)
 WORKDIR_OF = {"fix_experiments": "core_bench"}
 

@@ -144,6 +144,27 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         assert "(floor of a partitioned Lance sink)" in text
     if name == "spj_bench":
         assert "checked against lineitem's row count" in text
+    if name == "spark_sql_bench":
+        # every query's answer on both kinds of views equalled Spark on Parquet's
+        assert "all equal" in text and "**WRONG**" not in text
+        assert all(f"| Q{n} |" in text for n in (3, 6, 15, 22))
+        assert "## Profile of the slowest queries" in text
+
+
+def test_spark_sql_bench_answer_check_catches_differences():
+    """The TPC-H benchmark's answer check (no Spark): order-insensitive, decimals exact,
+    floats within a relative tolerance, and any other difference reported."""
+    from decimal import Decimal
+
+    from spark_sql_bench import difference
+
+    want = [("a", Decimal("1.10"), 2.0), ("b", None, 1e6)]
+    assert difference(list(reversed(want)), want) is None
+    assert difference([("a", Decimal("1.10"), 2.0 + 1e-12), ("b", None, 1e6)], want) is None
+    assert difference(want[:1], want) == "1 rows, Parquet 2"
+    assert "row 0" in difference([("a", Decimal("1.11"), 2.0), want[1]], want)
+    assert "row 1" in difference([want[0], ("b", None, 1.001e6)], want)
+    assert "row 1" in difference([want[0], ("b", Decimal(0), 1e6)], want)
 
 
 def test_memory_bench_spark_probe_runs_and_its_answers_are_right(tmp_path, spark):

@@ -16,7 +16,7 @@ import lance_partitioned as lp
 
 pytest.importorskip("pyspark")
 from lance_partitioned import spark as lps  # noqa: E402
-from lance_partitioned.spark.sink import TIMING_LOG_ENV  # noqa: E402
+from lance_partitioned.spark.timing import TIMING_LOG_ENV  # noqa: E402
 
 SOURCE_SCHEMA = SCHEMA.append(pa.field("op", pa.string()))
 

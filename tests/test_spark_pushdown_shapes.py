@@ -148,6 +148,35 @@ def test_each_scan_reads_only_the_columns_its_query_uses(spark, views, suffix):
     assert count.collect() == spark.sql("SELECT count(*) FROM customer_pq").collect()
 
 
+JOIN_SMALL = """
+    SELECT count(*), sum(o_totalprice) FROM {orders} JOIN {customer} ON o_custkey = c_custkey
+    WHERE c_mktsegment = 'BUILDING'"""
+
+
+def _bytes_under(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
+
+
+@pytest.mark.parametrize("suffix", ["_lp", "_lpd"])
+def test_scans_report_a_size_so_spark_broadcasts_the_small_side(spark, views, suffix):
+    """PySpark 4.3's Python scans report no size, so Spark planned every join as a
+    shuffle (SortMergeJoin) where on Parquet it broadcasts the small side. The
+    extension's scans report the bytes under the root, scaled to their columns."""
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # the static plan, no runtime switch
+    try:
+        df = spark.sql(JOIN_SMALL.format(**_names(suffix)))
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "BroadcastHashJoin" in plan and "SortMergeJoin" not in plan
+        assert df.collect() == spark.sql(JOIN_SMALL.format(**_names("_pq"))).collect()
+        scan = spark.sql(f"SELECT c_custkey FROM customer{suffix}")
+        size = int(str(scan._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+        # a share of the files (one narrow column of eight), never more than all of them
+        assert 0 < size < _bytes_under(views["customer"]) / 2
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+
+
 def test_each_scan_of_a_self_join_prunes_by_its_own_filters(spark, views, tmp_path):
     # Exact *and* pruned: both scans accept their filters (not just left to Spark).
     log = str(tmp_path / "scans.jsonl")

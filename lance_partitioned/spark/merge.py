@@ -62,7 +62,7 @@ from lance_partitioned.operations.txn.driver import replanned
 from lance_partitioned.operations.write.job import WriteJob, check_write_sizes
 from lance_partitioned.operations.write.partition_writer import WrittenFiles, new_job_secret
 from lance_partitioned.operations.write.publish import WriteMode
-from lance_partitioned.spark.sink import TIMING_LOG_ENV, log_timing
+from lance_partitioned.spark.timing import TIMING_LOG_ENV, log_timing
 
 PAYLOAD = "payload"  # the one binary column a merge task returns
 

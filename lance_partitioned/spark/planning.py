@@ -30,6 +30,7 @@ from lance_partitioned.format.expressions import Expr
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.operations.read.scan import Scan, read_leaf
 from lance_partitioned.operations.write.input import coalesce_batches
+from lance_partitioned.spark.timing import timed_read, timing_enabled
 from lance_partitioned.spark.types import BatchConformer
 
 log = logging.getLogger(__name__)
@@ -267,9 +268,20 @@ def read_task(task: ReadTask, options: ReadOptions) -> Iterator[pa.RecordBatch]:
 
     Small batches (a selective filter leaves few rows of each of Lance's scan
     batches) are concatenated first (``coalesce_small_batches``): Spark handles each
-    batch it receives from Python with a fixed cost.
+    batch it receives from Python with a fixed cost. With a timing log set
+    (``spark.timing``), the task appends one line: its time reading against its
+    time handing batches to Spark.
     """
-    return coalesce_small_batches(_read_task_batches(task, options))
+    batches = coalesce_small_batches(_read_task_batches(task, options))
+    if not timing_enabled():
+        return batches
+    entry = {
+        "phase": "read_task",
+        "task": task.index,
+        "pieces": len(task.pieces),
+        "columns": len(options.columns),
+    }
+    return timed_read(batches, entry)
 
 
 def _read_task_batches(task: ReadTask, options: ReadOptions) -> Iterator[pa.RecordBatch]:

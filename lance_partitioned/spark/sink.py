@@ -25,13 +25,11 @@ version references and no reader sees; ``vacuum`` removes them.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from lance.fragment import FragmentMetadata
@@ -50,6 +48,7 @@ from lance_partitioned.operations.write.partition_writer import WrittenFiles, ne
 from lance_partitioned.operations.write.publish import WriteMode
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.refresh import notify_drivers
+from lance_partitioned.spark.timing import TIMING_LOG_ENV, log_timing
 from lance_partitioned.spark.types import spark_to_arrow
 
 log = logging.getLogger(__name__)
@@ -59,24 +58,6 @@ log = logging.getLogger(__name__)
 # than the split (tasks wait for input most of their time): a second split thread
 # only competes with it for the cores.
 TASK_SPLIT_THREADS = 1
-
-# A file to which every task and every driver commit of the sink appends one JSON
-# line of timings (where a write's time goes: ``benchmarks/spark_bench.py``). Set
-# it before Spark starts, so that the Python workers inherit it.
-TIMING_LOG_ENV = "LANCE_PARTITIONED_SPARK_TIMING"
-
-
-def log_timing(entry: dict[str, Any], path: str | None = None) -> None:
-    """Append ``entry`` to the timing log ``path`` (default: ``TIMING_LOG_ENV``'s
-    value), if there is one (best effort)."""
-    path = path or os.environ.get(TIMING_LOG_ENV)
-    if not path:
-        return
-    try:  # never raises: the driver calls this after the write is published
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
-    except Exception as exc:
-        log.warning("could not append to timing log %s: %s", path, exc)
 
 
 class _TimedInput:

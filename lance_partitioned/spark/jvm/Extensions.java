@@ -1,12 +1,20 @@
 package lance_partitioned.spark;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.Set;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
@@ -17,6 +25,15 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.Statistics;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.internal.connector.SupportsMetadata;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
@@ -61,13 +78,13 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
-                return new IsolateScans();
+                return new IsolateScans(session);
             }
         });
         extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
-                return new PruneColumns();
+                return new PruneColumns(session);
             }
         });
         return BoxedUnit.UNIT;
@@ -75,6 +92,12 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
     /** The optimizer rule: one fresh read-plan slot per relation node. */
     public static final class IsolateScans extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public IsolateScans(SparkSession session) {
+            this.session = session;
+        }
+
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
             return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
@@ -89,7 +112,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
                         return otherwise.apply(node);
                     }
                     @SuppressWarnings("unchecked")
-                    B1 out = (B1) isolateOrKeep((DataSourceV2Relation) node);
+                    B1 out = (B1) isolateOrKeep((DataSourceV2Relation) node, session);
                     return out;
                 }
             });
@@ -107,6 +130,12 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
      * column: Spark reads all of them there anyway.
      */
     public static final class PruneColumns extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public PruneColumns(SparkSession session) {
+            this.session = session;
+        }
+
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
             Map<LogicalPlan, Set<Long>> needs = new IdentityHashMap<>();
@@ -127,7 +156,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
                         return otherwise.apply(node);
                     }
                     @SuppressWarnings("unchecked")
-                    B1 out = (B1) pruneOrKeep((DataSourceV2Relation) node, need);
+                    B1 out = (B1) pruneOrKeep((DataSourceV2Relation) node, need, session);
                     return out;
                 }
             });
@@ -187,20 +216,24 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     }
 
     /** {@code prune(relation, need)}, or the relation unchanged if this Spark's internals differ. */
-    static LogicalPlan pruneOrKeep(DataSourceV2Relation relation, Set<Long> need) {
+    static LogicalPlan pruneOrKeep(DataSourceV2Relation relation, Set<Long> need, SparkSession session) {
         if (need == ALL) {
             return relation;
         }
         try {
-            return prune(relation, need);
+            return prune(relation, need, session);
         } catch (RuntimeException | LinkageError e) {
             LOG.warn("lance_partitioned: cannot prune this scan's columns; it reads them all", e);
             return relation;
         }
     }
 
-    /** {@code relation} declaring only the needed columns (at least one), over a fresh provider. */
-    static LogicalPlan prune(DataSourceV2Relation relation, Set<Long> need) {
+    /**
+     * {@code relation} declaring only the needed columns (at least one), over a fresh
+     * provider whose scans report their size ({@link SizedTable}). A relation that needs
+     * every column gets the fresh provider too, for the size.
+     */
+    static LogicalPlan prune(DataSourceV2Relation relation, Set<Long> need, SparkSession session) {
         List<AttributeReference> output = CollectionConverters.asJava(relation.output());
         List<AttributeReference> kept = new ArrayList<>();
         for (AttributeReference a : output) {
@@ -211,19 +244,14 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         if (kept.isEmpty()) {
             kept.add(output.get(0)); // a count still needs rows: the first column
         }
-        if (kept.size() == output.size()) {
-            return relation;
-        }
         PythonTable table = (PythonTable) relation.table();
         StructType full = table.schema();
         List<StructField> fields = new ArrayList<>();
         for (AttributeReference a : kept) {
             fields.add(full.apply(a.name()));
         }
-        PythonDataSourceV2 provider = new PythonDataSourceV2();
-        provider.setShortName(table.name());
-        PythonTable fresh = new PythonTable(
-            provider, table.name(), new StructType(fields.toArray(new StructField[0])));
+        PythonTable fresh = SizedTable.of(
+            table, new StructType(fields.toArray(new StructField[0])), relation.options(), session);
         Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
         options.put(MARKER, "true");
         return relation.copy(
@@ -253,9 +281,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
      * {@code isolate(relation)}, or {@code relation} unchanged if this Spark's internals
      * differ: unmarked, its reader then leaves every filter to Spark (exact, unpruned).
      */
-    static LogicalPlan isolateOrKeep(DataSourceV2Relation relation) {
+    static LogicalPlan isolateOrKeep(DataSourceV2Relation relation, SparkSession session) {
         try {
-            return isolate(relation);
+            return isolate(relation, session);
         } catch (RuntimeException | LinkageError e) {
             LOG.warn("lance_partitioned: cannot give this scan its own read plan; "
                 + "Spark applies its filters itself", e);
@@ -264,11 +292,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     }
 
     /** {@code relation} over a new PythonDataSourceV2 (an empty read-plan slot), marked. */
-    static DataSourceV2Relation isolate(DataSourceV2Relation relation) {
+    static DataSourceV2Relation isolate(DataSourceV2Relation relation, SparkSession session) {
         PythonTable table = (PythonTable) relation.table();
-        PythonDataSourceV2 provider = new PythonDataSourceV2();
-        provider.setShortName(table.name());
-        PythonTable fresh = new PythonTable(provider, table.name(), table.schema());
+        PythonTable fresh = SizedTable.of(table, table.schema(), relation.options(), session);
         Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
         options.put(MARKER, "true");
         return relation.copy(
@@ -278,5 +304,185 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             relation.identifier(),
             new CaseInsensitiveStringMap(options),
             relation.timeTravelSpec());
+    }
+
+    /**
+     * A table of this source over a fresh provider whose scans report a size, which
+     * PySpark 4.3's {@code PythonScan} does not: without one Spark takes every scan for
+     * {@code spark.sql.defaultSizeInBytes} (unbounded) and plans each join as a shuffle,
+     * where on Parquet it broadcasts the small side. The size is Spark's own estimate for
+     * files: the bytes under the namespace root, scaled by the declared columns' share
+     * of the row ({@code DataType.defaultSize}), as {@code FileScan} does. Every file
+     * counts, older versions' too, so it errs high (fewer broadcasts, never a wrong
+     * answer: a size only chooses the plan). Unknown (Spark's default, as without this)
+     * when the root cannot be listed with the session's Hadoop configuration (object
+     * stores Hadoop is not set up for) or holds more than {@link #MAX_LISTED} entries.
+     */
+    public static final class SizedTable extends PythonTable {
+        static final int MAX_LISTED = 20000;
+        private final OptionalLong bytes; // under the root
+        private final int rowWidth; // defaultSize of every column of the namespace
+        private final OptionalLong size;
+
+        SizedTable(PythonDataSourceV2 provider, String name, StructType schema, OptionalLong bytes,
+                int rowWidth) {
+            super(provider, name, schema);
+            this.bytes = bytes;
+            this.rowWidth = Math.max(1, rowWidth);
+            OptionalLong scaled = OptionalLong.empty();
+            if (bytes.isPresent()) {
+                double share = Math.min(1.0, (double) schema.defaultSize() / this.rowWidth);
+                scaled = OptionalLong.of(Math.max(1L, (long) (bytes.getAsLong() * share)));
+            }
+            this.size = scaled;
+        }
+
+        /**
+         * {@code table} declaring {@code schema}, over a fresh provider, sized (the root is
+         * listed once: a table this rule made already knows its bytes).
+         */
+        static SizedTable of(PythonTable table, StructType schema,
+                CaseInsensitiveStringMap options, SparkSession session) {
+            PythonDataSourceV2 provider = new PythonDataSourceV2();
+            provider.setShortName(table.name());
+            if (table instanceof SizedTable) {
+                SizedTable sized = (SizedTable) table;
+                return new SizedTable(provider, table.name(), schema, sized.bytes, sized.rowWidth);
+            }
+            return new SizedTable(provider, table.name(), schema, rootBytes(options, session),
+                table.schema().defaultSize());
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return new SizedScanBuilder((SupportsPushDownFilters) super.newScanBuilder(options), size);
+        }
+    }
+
+    /** The bytes of every file under the relation's root, or empty (see {@link SizedTable}). */
+    static OptionalLong rootBytes(CaseInsensitiveStringMap options, SparkSession session) {
+        String root = options.get("root");
+        if (root == null || root.isEmpty()) {
+            root = options.get("path");
+        }
+        if (root == null || root.isEmpty()) {
+            return OptionalLong.empty();
+        }
+        try {
+            Configuration conf = session.sessionState().newHadoopConf();
+            Path top = new Path(root);
+            FileSystem fs = top.getFileSystem(conf);
+            Deque<Path> todo = new ArrayDeque<>();
+            todo.push(top);
+            long bytes = 0;
+            int listed = 0;
+            while (!todo.isEmpty()) {
+                for (FileStatus status : fs.listStatus(todo.pop())) {
+                    if (++listed > SizedTable.MAX_LISTED) {
+                        return OptionalLong.empty();
+                    }
+                    if (status.isDirectory()) {
+                        todo.push(status.getPath());
+                    } else {
+                        bytes += status.getLen();
+                    }
+                }
+            }
+            return OptionalLong.of(bytes);
+        } catch (Exception | LinkageError e) {
+            LOG.debug("lance_partitioned: no size for {}: {}", root, e.toString());
+            return OptionalLong.empty();
+        }
+    }
+
+    /** PySpark's scan builder, building scans that report {@code size}. */
+    static final class SizedScanBuilder implements SupportsPushDownFilters {
+        private final SupportsPushDownFilters inner;
+        private final OptionalLong size;
+
+        SizedScanBuilder(SupportsPushDownFilters inner, OptionalLong size) {
+            this.inner = inner;
+            this.size = size;
+        }
+
+        @Override
+        public Scan build() {
+            return new SizedScan(inner.build(), size);
+        }
+
+        @Override
+        public org.apache.spark.sql.sources.Filter[] pushFilters(
+                org.apache.spark.sql.sources.Filter[] filters) {
+            return inner.pushFilters(filters);
+        }
+
+        @Override
+        public org.apache.spark.sql.sources.Filter[] pushedFilters() {
+            return inner.pushedFilters();
+        }
+    }
+
+    /** PySpark's scan, unchanged, plus its size. */
+    static final class SizedScan implements SupportsReportStatistics, SupportsMetadata {
+        private final Scan inner;
+        private final OptionalLong size;
+
+        SizedScan(Scan inner, OptionalLong size) {
+            this.inner = inner;
+            this.size = size;
+        }
+
+        @Override
+        public Statistics estimateStatistics() {
+            return new Statistics() {
+                @Override
+                public OptionalLong sizeInBytes() {
+                    return size;
+                }
+
+                @Override
+                public OptionalLong numRows() {
+                    return OptionalLong.empty();
+                }
+            };
+        }
+
+        @Override
+        public StructType readSchema() {
+            return inner.readSchema();
+        }
+
+        @Override
+        public String description() {
+            return inner.description();
+        }
+
+        @Override
+        public Batch toBatch() {
+            return inner.toBatch();
+        }
+
+        @Override
+        public CustomMetric[] supportedCustomMetrics() {
+            return inner.supportedCustomMetrics();
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {
+            return inner.reportDriverMetrics();
+        }
+
+        @Override
+        public Scan.ColumnarSupportMode columnarSupportMode() {
+            return inner.columnarSupportMode();
+        }
+
+        @Override
+        public scala.collection.immutable.Map<String, String> getMetaData() {
+            if (inner instanceof SupportsMetadata) {
+                return ((SupportsMetadata) inner).getMetaData();
+            }
+            return scala.collection.immutable.Map$.MODULE$.empty();
+        }
     }
 }
