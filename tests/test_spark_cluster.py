@@ -52,6 +52,10 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     assert result["written"] == result["expected"] == result["read"]
     assert result["filtered"] == result["filtered_expected"] > 0
     assert result["partitions_scanned"] < result["partitions_total"]
+    # a merge run by the executors: the rows equal the Python oracle's
+    merged = result["merge"]
+    assert (merged["updated"], merged["inserted"]) == (50, 30)
+    assert merged["rows_equal"] and merged["problems"] == []
     # on S3, through the executors, with storage.<key> options only
     s3 = result["s3"]
     assert s3["executor_aws_env"] == []
@@ -257,6 +261,43 @@ def run_s3(spark, endpoint: str, workdir: str) -> dict:
     }
 
 
+def run_merge(spark, root: str, data) -> dict:
+    """``lps.merge`` on the cluster: the first 50 ids get a new amount (a fifth of them a
+    new country, so they move partition), 30 new ids are inserted. The expected rows
+    come from the source rows changed in plain Python."""
+    import lance_partitioned as lp
+    from lance_partitioned import spark as lps
+
+    rows = {r["id"]: dict(r) for r in data.to_pylist()}
+    changes = []
+    for i in range(50):
+        row = dict(rows[i], amount=1000.0 + i)
+        if i % 5 == 0:
+            row["country"] = "NZ"
+        changes.append(row)
+    for i in range(30):
+        changes.append(dict(rows[i], id=10_000 + i, amount=-1.0))
+    expected = dict(rows)
+    expected.update({c["id"]: c for c in changes})
+    source = spark.createDataFrame(
+        changes, schema="id long, event_date date, country string, ts timestamp, amount double"
+    )
+    result = (
+        lps.merge(spark, source, root, on="id", tasks=4)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    got = lp.open(root).to_arrow(columns=["id", "country", "amount"]).to_pylist()
+    want = [{"id": k, "country": v["country"], "amount": v["amount"]} for k, v in expected.items()]
+    return {
+        "updated": result.rows_updated,
+        "inserted": result.rows_inserted,
+        "rows_equal": sorted(map(str, got)) == sorted(map(str, want)),
+        "problems": lp.open(root).validate(),
+    }
+
+
 def run(workdir: str, endpoint: str) -> dict:
     from pyspark.sql import SparkSession
 
@@ -331,6 +372,7 @@ def run(workdir: str, endpoint: str) -> dict:
             "partitions_scanned": entry["partitions_scanned"],
             "partitions_total": entry["partitions_total"],
         }
+        result["merge"] = run_merge(spark, root, data)
         result["s3"] = run_s3(spark, endpoint, workdir)
         lps.stop_session(spark)
         spark = None
