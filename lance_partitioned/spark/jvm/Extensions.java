@@ -250,13 +250,30 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         for (AttributeReference a : kept) {
             fields.add(full.apply(a.name()));
         }
-        PythonTable fresh = SizedTable.of(
-            table, new StructType(fields.toArray(new StructField[0])), relation.options(), session);
+        return marked(
+            relation,
+            new StructType(fields.toArray(new StructField[0])),
+            CollectionConverters.asScala(kept).toSeq(),
+            session);
+    }
+
+    /**
+     * {@code relation} declaring {@code schema} ({@code output} its attributes) over a
+     * fresh provider (an empty read-plan slot; its scans report a size), and marked with
+     * the option the Python reader checks before it accepts pushed filters.
+     */
+    static DataSourceV2Relation marked(
+            DataSourceV2Relation relation,
+            StructType schema,
+            scala.collection.immutable.Seq<AttributeReference> output,
+            SparkSession session) {
+        PythonTable table = (PythonTable) relation.table();
+        PythonTable fresh = SizedTable.of(table, schema, relation.options(), session);
         Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
         options.put(MARKER, "true");
         return relation.copy(
             fresh,
-            CollectionConverters.asScala(kept).toSeq(),
+            output,
             relation.catalog(),
             relation.identifier(),
             new CaseInsensitiveStringMap(options),
@@ -293,17 +310,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
     /** {@code relation} over a new PythonDataSourceV2 (an empty read-plan slot), marked. */
     static DataSourceV2Relation isolate(DataSourceV2Relation relation, SparkSession session) {
-        PythonTable table = (PythonTable) relation.table();
-        PythonTable fresh = SizedTable.of(table, table.schema(), relation.options(), session);
-        Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
-        options.put(MARKER, "true");
-        return relation.copy(
-            fresh,
-            relation.output(),
-            relation.catalog(),
-            relation.identifier(),
-            new CaseInsensitiveStringMap(options),
-            relation.timeTravelSpec());
+        return marked(relation, relation.table().schema(), relation.output(), session);
     }
 
     /**
