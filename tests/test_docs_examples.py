@@ -1,0 +1,70 @@
+"""Every code block of the documentation runs as written (tests/docs_blocks.py says
+what runs and how a block is marked): each page of docs/, and the README sections
+whose examples are complete programs. Blocks that need Spark run in
+tests/test_docs_spark_examples.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docs_blocks import ROOT, blocks, documents, run_blocks
+
+import lance_partitioned as lp
+
+# (heading) of the README sections whose blocks run; its other blocks show calls on
+# placeholder data (/data/events, `table`)
+README_SECTIONS = ("## Search:", "## Changing rows")
+
+SOURCES = [(path, None) for path in documents()] + [
+    (ROOT / "README.md", section) for section in README_SECTIONS
+]
+
+# A no-run block is an exception (a cluster, real cloud credentials): at most this many.
+MAX_NO_RUN = 3
+
+
+def label(source: tuple[Path, str | None]) -> str:
+    path, section = source
+    return f"{path.name}{section or ''}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[label(s) for s in SOURCES])
+def test_examples_run(tmp_path, monkeypatch, source):
+    """The document's blocks without Spark run in order in an empty working directory;
+    every namespace they leave there validates clean."""
+    path, section = source
+    monkeypatch.chdir(tmp_path)
+    run_blocks([block for block in blocks(path, section) if not block.spark])
+    for manifest in tmp_path.rglob("__manifest"):
+        assert lp.open(str(manifest.parent)).validate() == [], manifest.parent
+
+
+def test_no_run_blocks_are_rare_and_say_why():
+    """Every ``no-run`` block states its reason (``blocks`` refuses one without), and
+    there are few of them."""
+    skipped = [b for path, section in SOURCES for b in blocks(path, section) if b.no_run]
+    assert len(skipped) <= MAX_NO_RUN, [(b.path.name, b.line, b.no_run) for b in skipped]
+
+
+def test_markers_are_checked(tmp_path):
+    """A no-run marker without a reason, or a marker that is not just above a block,
+    is an error rather than a block that silently runs (or silently does not)."""
+    page = tmp_path / "page.md"
+    page.write_text("<!-- no-run -->\n```python\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="must state its reason"):
+        blocks(page)
+    page.write_text("<!-- no-run: needs a cluster -->\nSome text.\n\n```python\nx = 1\n```\n")
+    with pytest.raises(ValueError, match="just above a code block"):
+        blocks(page)
+    page.write_text(
+        "<!-- no-run: needs a cluster -->\n```python\nraise SystemExit\n```\n\n"
+        "<!-- spark -->\n```python\ny = spark\n```\n\n```bash\nlance-partitioned --help\n```\n"
+    )
+    found = blocks(page)
+    assert [(b.language, b.spark, b.no_run, b.runs) for b in found] == [
+        ("python", False, "needs a cluster", False),
+        ("python", True, None, True),
+        ("bash", False, None, True),
+    ]
+    assert [b.line for b in found] == [3, 8, 12]  # first code lines
