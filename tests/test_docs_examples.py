@@ -5,12 +5,15 @@ tests/test_docs_spark_examples.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from docs_blocks import ROOT, blocks, documents, run_blocks
+from docs_blocks import DOCS, ROOT, blocks, documents, run_blocks
 
 import lance_partitioned as lp
+from lance_partitioned.format.type_json import json_to_arrow_type
 
 # (heading) of the README sections whose blocks run; its other blocks show calls on
 # placeholder data (/data/events, `table`)
@@ -68,3 +71,32 @@ def test_markers_are_checked(tmp_path):
         ("bash", False, None, True),
     ]
     assert [b.line for b in found] == [3, 8, 12]  # first code lines
+
+
+def json_values(text: str) -> list:
+    """The JSON values written one after another in ``text``."""
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        value, at = decoder.raw_decode(text, at)
+        values.append(value)
+    return values
+
+
+def test_the_type_examples_of_format_md_are_the_types_they_show():
+    """FORMAT.md §8's ```json examples are data, not code: each parses to the Arrow
+    type its text describes (written here by hand in pyarrow)."""
+    (block,) = blocks(DOCS / "FORMAT.md", "### Examples")
+    expected = [
+        pa.int32(),
+        pa.timestamp("us", "UTC"),
+        pa.decimal128(38, 10),
+        pa.dictionary(pa.int16(), pa.utf8()),
+        pa.list_(pa.field("item", pa.float32(), nullable=False), 4),
+        pa.map_(
+            pa.field("key", pa.utf8(), nullable=False),
+            pa.field("value", pa.list_(pa.int32())),
+            keys_sorted=True,
+        ),
+    ]
+    assert [json_to_arrow_type(v) for v in json_values(block.code)] == expected
