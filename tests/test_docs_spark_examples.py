@@ -20,9 +20,19 @@ def test_spark_examples_run(spark, tmp_path, monkeypatch, source):
     monkeypatch.setattr(lps, "local_session", lambda *args, **kwargs: spark)
     monkeypatch.setattr(lps, "stop_session", lambda *args, **kwargs: None)
     monkeypatch.chdir(tmp_path)
-    run_blocks(
-        [b for b in blocks(*source) if b.spark], {"__name__": "__doc_example__", "spark": spark}
-    )
+    views = temporary_views(spark)
+    try:
+        run_blocks(
+            [b for b in blocks(*source) if b.spark], {"__name__": "__doc_example__", "spark": spark}
+        )
+    finally:  # the session is shared: a later test creates a view of the same name (li)
+        for view in temporary_views(spark) - views:
+            spark.catalog.dropTempView(view)
+
+
+def temporary_views(spark) -> set[str]:
+    """The names of the session's temporary views."""
+    return {table.name for table in spark.catalog.listTables() if table.isTemporary}
 
 
 def test_the_spark_pages_have_spark_examples():
