@@ -1,4 +1,4 @@
-"""The examples of docs/CHANGES.md and of the README's "Changing rows" section run as
+"""The examples of docs/CHANGES.md, docs/PYTHON.md and docs/CLI.md run as
 written, and the conflict rule CHANGES.md §5 states holds.
 
 The blocks of a document run in order in one empty directory (its examples use
@@ -51,15 +51,20 @@ def run_blocks(found: list[tuple[str, str]], where: str) -> None:
             run(*args[1:])  # exit code 0, or the assertion shows stderr
 
 
-@pytest.mark.parametrize(
-    "path, section", [("docs/CHANGES.md", None), ("README.md", "## Changing rows")]
-)
-def test_examples_run(tmp_path, monkeypatch, path, section):
-    found = blocks(ROOT / path, section)
-    assert {language for language, _ in found} == {"python", "bash"}, path
+def test_examples_run(tmp_path, monkeypatch):
+    found = blocks(ROOT / "docs/CHANGES.md")
+    assert {language for language, _ in found} == {"python", "bash"}
     monkeypatch.chdir(tmp_path)
-    run_blocks(found, f"{path}:example")
+    run_blocks(found, "docs/CHANGES.md:example")
     assert lp.open("orders").validate() == []
+
+
+@pytest.mark.parametrize("path", ["docs/PYTHON.md", "docs/CLI.md"])
+def test_guide_examples_run(tmp_path, monkeypatch, path):
+    """The Python guide and the command-line page run in order in an empty directory."""
+    monkeypatch.chdir(tmp_path)
+    run_blocks(blocks(ROOT / path), f"{path}:example")
+    assert lp.open("events").validate() == []
 
 
 def test_two_merges_of_one_new_key_never_duplicate_it(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The Python examples of docs/SEARCH.md and the README's search section run as written."""
+"""The Python examples of docs/SEARCH.md run as written."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def python_blocks(path: Path, section: str | None = None, tag: str = "python") -
     return re.findall(rf"```{tag}\n(.*?)```", text, flags=re.S)
 
 
-@pytest.mark.parametrize("path, section", [("docs/SEARCH.md", None), ("README.md", "## Search:")])
+@pytest.mark.parametrize("path, section", [("docs/SEARCH.md", None)])
 def test_search_examples_run(path, section):
     blocks = python_blocks(ROOT / path, section)
     assert blocks, f"no python block in {path}"
@@ -27,7 +27,7 @@ def test_search_examples_run(path, section):
         exec(compile(block, f"{path}:example", "exec"), {"__name__": "__doc_example__"})
 
 
-@pytest.mark.parametrize("path, section", [("docs/SEARCH.md", None), ("README.md", "## Search:")])
+@pytest.mark.parametrize("path, section", [("docs/SEARCH.md", None)])
 def test_search_spark_examples_run(spark, path, section):
     """Blocks fenced ```python spark run with the test session as ``spark``."""
     blocks = python_blocks(ROOT / path, section, tag="python spark")
