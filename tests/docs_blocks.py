@@ -1,7 +1,9 @@
 """The code blocks of a Markdown document, run as a reader would run them.
 
-One home for running documentation examples (tests/test_docs_examples.py for the
-blocks without Spark, tests/test_docs_spark_examples.py for those that need it).
+One home for running documentation examples: tests/test_docs_examples.py runs every
+page of docs/ (the blocks that need nothing), tests/test_docs_spark_examples.py the
+blocks that need Spark, tests/test_storage_docs.py those that need S3, and
+tests/test_readme_tour.py the README's tour.
 
 What runs:
 
@@ -10,15 +12,18 @@ What runs:
 - each line of a ```bash block is a ``lance-partitioned`` command, run through the
   command line's ``main`` (in this process), and must exit 0; any other command
   fails the test unless the block is marked ``no-run``;
-- other fences (```json, diagrams without a language) are not code and do not run.
+- other fences (```json, ```text, diagrams without a language) are not code and do
+  not run.
 
 A comment on the line(s) just above a block's opening fence marks it:
 
-- ``<!-- spark -->``: the block needs a Spark session; it runs in the Spark test
-  module with the test session as ``spark`` (``lps.local_session()`` returns that
-  session there and ``lps.stop_session`` leaves it running). Spark's Python
-  workers do not share the test's working directory, so such blocks use absolute
-  paths (``tempfile.mkdtemp()``). The README's ```python spark fence means the same.
+- ``<!-- needs: spark -->``: the block needs a Spark session; it runs with the test
+  session as ``spark`` (``lps.local_session()`` returns that session there and
+  ``lps.stop_session`` leaves it running). Spark's Python workers do not share the
+  test's working directory, so such blocks use absolute paths. The README's
+  ```python spark fence means the same.
+- ``<!-- needs: s3 -->``: the block runs against the tests' S3 server, with its
+  endpoint, credentials and a fresh bucket in place of the placeholders it shows.
 - ``<!-- no-run: reason -->``: the block does not run; the reason must be stated
   (for example: needs a cluster, or real cloud credentials). Such blocks are rare.
 
@@ -32,12 +37,16 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 FENCE = re.compile(r"^(`{3,})\s*(.*)$")
-MARKER = re.compile(r"^<!--\s*(spark|no-run)\b(.*?)-->\s*$")
+# the colon is optional here so that a marker missing its value is an error, not a comment
+MARKER = re.compile(r"^<!--\s*(needs|no-run)\b\s*:?(.*?)-->\s*$")
+# what a block may need, and the test module that provides it
+NEEDS = {"spark": "tests/test_docs_spark_examples.py", "s3": "tests/test_storage_docs.py"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Block:
     language: str
     code: str
     line: int
-    spark: bool = False
+    needs: frozenset[str] = frozenset()
     no_run: str | None = None
 
     @property
@@ -59,15 +68,16 @@ class Block:
 
 
 def _marker(line: str, where: str) -> tuple[str, str] | None:
-    """(kind, reason) of a marker comment, or None for any other line."""
+    """(kind, value) of a marker comment, or None for any other line."""
     found = MARKER.match(line.strip())
     if found is None:
         return None
-    kind, rest = found.group(1), found.group(2).strip()
-    reason = rest.removeprefix(":").strip()
-    if kind == "no-run" and not reason:
+    kind, value = found.group(1), found.group(2).strip()
+    if kind == "no-run" and not value:
         raise ValueError(f"{where}: <!-- no-run: ... --> must state its reason")
-    return kind, reason
+    if kind == "needs" and value not in NEEDS:  # "" included
+        raise ValueError(f"{where}: <!-- needs: {value} -->: no test provides it ({NEEDS})")
+    return kind, value
 
 
 def _section(lines: list[str], heading: str | None) -> tuple[list[str], int]:
@@ -83,39 +93,44 @@ def _section(lines: list[str], heading: str | None) -> tuple[list[str], int]:
 def blocks(path: Path, section: str | None = None) -> list[Block]:
     """The fenced blocks of ``path`` (of its ``section``: a heading's start, up to the
     next ``## `` heading), in document order. A marker comment not directly above a
-    block, or a ``no-run`` without a reason, raises ValueError."""
+    block, a ``no-run`` without a reason or an unknown ``needs`` raises ValueError."""
     lines, offset = _section(path.read_text().splitlines(), section)
     found: list[Block] = []
     markers: dict[str, str] = {}
     i = 0
     while i < len(lines):
         where = f"{path.name}:{offset + i + 1}"
-        fence = FENCE.match(lines[i])
         marker = _marker(lines[i], where)
         if marker is not None:
             markers[marker[0]] = marker[1]
-        elif fence is not None:
-            end = next(
-                (j for j in range(i + 1, len(lines)) if lines[j].strip() == fence.group(1)), None
-            )
-            if end is None:
-                raise ValueError(f"{where}: a code block that is never closed")
-            words = fence.group(2).split()
-            found.append(
-                Block(
-                    path,
-                    words[0] if words else "",
-                    "\n".join(lines[i + 1 : end]) + "\n",
-                    offset + i + 2,
-                    spark="spark" in markers or "spark" in words[1:],
-                    no_run=markers.get("no-run"),
-                )
-            )
-            markers, i = {}, end
+        elif FENCE.match(lines[i]):
+            block, i = _block(path, lines, i, offset, markers)
+            found.append(block)
+            markers = {}
         elif lines[i].strip() and markers:
             raise ValueError(f"{where}: a marker comment must stand just above a code block")
         i += 1
     return found
+
+
+def _block(
+    path: Path, lines: list[str], start: int, offset: int, markers: dict[str, str]
+) -> tuple[Block, int]:
+    """The block whose opening fence is ``lines[start]``, and the index of its closing
+    fence."""
+    fence = FENCE.match(lines[start])
+    assert fence is not None
+    end = next(
+        (j for j in range(start + 1, len(lines)) if lines[j].strip() == fence.group(1)), None
+    )
+    if end is None:
+        raise ValueError(f"{path.name}:{offset + start + 1}: a code block that is never closed")
+    language, *words = fence.group(2).split() or [""]
+    needs = {markers["needs"]} if "needs" in markers else set()
+    needs |= {word for word in words if word in NEEDS}  # the README's ```python spark
+    code = "\n".join(lines[start + 1 : end]) + "\n"
+    block = Block(path, language, code, offset + start + 2, frozenset(needs), markers.get("no-run"))
+    return block, end
 
 
 def run_blocks(found: list[Block], scope: dict | None = None) -> dict:
@@ -131,6 +146,27 @@ def run_blocks(found: list[Block], scope: dict | None = None) -> dict:
         else:
             _run_commands(block)
     return scope
+
+
+def run_spark_blocks(found: list[Block], spark: Any, monkeypatch: Any) -> dict:
+    """Run ``found`` (blocks that need Spark) with the test session ``spark``: in their
+    scope, and as what ``lps.local_session()`` returns (``lps.stop_session`` leaves it
+    up). The session is shared by the whole run, so the temporary views the blocks
+    create are dropped afterwards (a later test may create one of the same name)."""
+    import lance_partitioned.spark as lps
+
+    monkeypatch.setattr(lps, "local_session", lambda *args, **kwargs: spark)
+    monkeypatch.setattr(lps, "stop_session", lambda *args, **kwargs: None)
+    views = _temporary_views(spark)
+    try:
+        return run_blocks(found, {"__name__": "__doc_example__", "spark": spark})
+    finally:
+        for view in _temporary_views(spark) - views:
+            spark.catalog.dropTempView(view)
+
+
+def _temporary_views(spark: Any) -> set[str]:
+    return {table.name for table in spark.catalog.listTables() if table.isTemporary}
 
 
 def _run_commands(block: Block) -> None:

@@ -1,6 +1,5 @@
-"""The conflict rules docs/CHANGES.md §5 states hold. (Its examples, and those of the
-README's "Changing rows" section, run in tests/test_docs_examples.py.)
-"""
+"""The conflict rules docs/CHANGES.md §5 states hold. (Its examples, like those of
+every page of docs/, run in tests/test_docs_examples.py.)"""
 
 from __future__ import annotations
 

@@ -1,44 +1,29 @@
 """Every code block of the documentation runs as written (tests/docs_blocks.py says
-what runs and how a block is marked): each page of docs/, and the README sections
-whose examples are complete programs. Blocks that need Spark run in
-tests/test_docs_spark_examples.py."""
+what runs and how a block is marked): here, the blocks of each page of docs/ that
+need nothing; blocks that need Spark or S3 run in the modules named by
+``docs_blocks.NEEDS``. (The README's tour runs in tests/test_readme_tour.py.)"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from docs_blocks import DOCS, ROOT, blocks, documents, run_blocks
+from docs_blocks import DOCS, blocks, documents, run_blocks
 
 import lance_partitioned as lp
 from lance_partitioned.format.type_json import json_to_arrow_type
-
-# (heading) of the README sections whose blocks run; its other blocks show calls on
-# placeholder data (/data/events, `table`)
-README_SECTIONS = ("## Search:", "## Changing rows")
-
-SOURCES = [(path, None) for path in documents()] + [
-    (ROOT / "README.md", section) for section in README_SECTIONS
-]
 
 # A no-run block is an exception (a cluster, real cloud credentials): at most this many.
 MAX_NO_RUN = 3
 
 
-def label(source: tuple[Path, str | None]) -> str:
-    path, section = source
-    return f"{path.name}{section or ''}"
-
-
-@pytest.mark.parametrize("source", SOURCES, ids=[label(s) for s in SOURCES])
-def test_examples_run(tmp_path, monkeypatch, source):
-    """The document's blocks without Spark run in order in an empty working directory;
+@pytest.mark.parametrize("path", documents(), ids=lambda path: path.name)
+def test_examples_run(tmp_path, monkeypatch, path):
+    """The page's blocks that need nothing run in order in an empty working directory;
     every namespace they leave there validates clean."""
-    path, section = source
     monkeypatch.chdir(tmp_path)
-    run_blocks([block for block in blocks(path, section) if not block.spark])
+    run_blocks([block for block in blocks(path) if not block.needs])
     for manifest in tmp_path.rglob("__manifest"):
         assert lp.open(str(manifest.parent)).validate() == [], manifest.parent
 
@@ -46,31 +31,43 @@ def test_examples_run(tmp_path, monkeypatch, source):
 def test_no_run_blocks_are_rare_and_say_why():
     """Every ``no-run`` block states its reason (``blocks`` refuses one without), and
     there are few of them."""
-    skipped = [b for path, section in SOURCES for b in blocks(path, section) if b.no_run]
+    skipped = [block for path in documents() for block in blocks(path) if block.no_run]
     assert len(skipped) <= MAX_NO_RUN, [(b.path.name, b.line, b.no_run) for b in skipped]
 
 
-def test_markers_are_checked(tmp_path):
-    """A no-run marker without a reason, or a marker that is not just above a block,
-    is an error rather than a block that silently runs (or silently does not)."""
+@pytest.mark.parametrize(
+    "page, error",
+    [
+        ("<!-- no-run -->\n```python\nx = 1\n```\n", "must state its reason"),
+        ("<!-- no-run: needs a cluster -->\nText.\n\n```python\nx = 1\n```\n", "just above"),
+        ("<!-- needs: gpu -->\n```python\nx = 1\n```\n", "no test provides it"),
+        ("```python\nx = 1\n", "never closed"),
+    ],
+    ids=["no-reason", "away", "unknown-need", "unclosed"],
+)
+def test_a_wrong_marker_is_an_error(tmp_path, page, error):
+    """A marker without its reason, away from its block or needing what no test
+    provides is an error, rather than a block that silently runs (or does not)."""
+    (tmp_path / "page.md").write_text(page)
+    with pytest.raises(ValueError, match=error):
+        blocks(tmp_path / "page.md")
+
+
+def test_markers_and_lines_of_blocks(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("<!-- no-run -->\n```python\nx = 1\n```\n")
-    with pytest.raises(ValueError, match="must state its reason"):
-        blocks(page)
-    page.write_text("<!-- no-run: needs a cluster -->\nSome text.\n\n```python\nx = 1\n```\n")
-    with pytest.raises(ValueError, match="just above a code block"):
-        blocks(page)
     page.write_text(
         "<!-- no-run: needs a cluster -->\n```python\nraise SystemExit\n```\n\n"
-        "<!-- spark -->\n```python\ny = spark\n```\n\n```bash\nlance-partitioned --help\n```\n"
+        "<!-- needs: spark -->\n```python\ny = spark\n```\n\n"
+        "```bash\nlance-partitioned --help\n```\n\n```python spark\nz = 1\n```\n"
     )
     found = blocks(page)
-    assert [(b.language, b.spark, b.no_run, b.runs) for b in found] == [
-        ("python", False, "needs a cluster", False),
-        ("python", True, None, True),
-        ("bash", False, None, True),
+    assert [(b.language, b.needs, b.no_run, b.runs) for b in found] == [
+        ("python", frozenset(), "needs a cluster", False),
+        ("python", {"spark"}, None, True),
+        ("bash", frozenset(), None, True),
+        ("python", {"spark"}, None, True),
     ]
-    assert [b.line for b in found] == [3, 8, 12]  # first code lines
+    assert [b.line for b in found] == [3, 8, 12, 16]  # first code lines
 
 
 def json_values(text: str) -> list:

@@ -1,41 +1,21 @@
-"""The documentation's blocks that need Spark (marked ``<!-- spark -->``, or the
-README's ```python spark) run as written, with the test session: the one module
-that runs them (tests/docs_blocks.py)."""
+"""The blocks of docs/ that need Spark (marked ``<!-- needs: spark -->``) run as
+written, with the test session (tests/docs_blocks.py)."""
 
 from __future__ import annotations
 
 import pytest
-from docs_blocks import blocks, run_blocks
-from test_docs_examples import SOURCES, label
+from docs_blocks import blocks, documents, run_spark_blocks
 
-import lance_partitioned.spark as lps
-
-SPARK_SOURCES = [s for s in SOURCES if any(b.spark for b in blocks(*s))]
+SPARK_PAGES = [p for p in documents() if any("spark" in b.needs for b in blocks(p))]
 
 
-@pytest.mark.parametrize("source", SPARK_SOURCES, ids=[label(s) for s in SPARK_SOURCES])
-def test_spark_examples_run(spark, tmp_path, monkeypatch, source):
-    """A document's Spark blocks run in order in one scope holding ``spark``; the
-    session they start and stop is the test session, which stays up."""
-    monkeypatch.setattr(lps, "local_session", lambda *args, **kwargs: spark)
-    monkeypatch.setattr(lps, "stop_session", lambda *args, **kwargs: None)
+@pytest.mark.parametrize("path", SPARK_PAGES, ids=lambda path: path.name)
+def test_spark_examples_run(spark, tmp_path, monkeypatch, path):
+    """A page's Spark blocks run in order in one scope holding the test session."""
     monkeypatch.chdir(tmp_path)
-    views = temporary_views(spark)
-    try:
-        run_blocks(
-            [b for b in blocks(*source) if b.spark], {"__name__": "__doc_example__", "spark": spark}
-        )
-    finally:  # the session is shared: a later test creates a view of the same name (li)
-        for view in temporary_views(spark) - views:
-            spark.catalog.dropTempView(view)
-
-
-def temporary_views(spark) -> set[str]:
-    """The names of the session's temporary views."""
-    return {table.name for table in spark.catalog.listTables() if table.isTemporary}
+    run_spark_blocks([b for b in blocks(path) if "spark" in b.needs], spark, monkeypatch)
 
 
 def test_the_spark_pages_have_spark_examples():
     """SPARK.md, SPJ.md and SEARCH.md's Spark section are covered here."""
-    names = {path.name for path, section in SPARK_SOURCES if section is None}
-    assert {"SPARK.md", "SPJ.md", "SEARCH.md"} <= names
+    assert {"SPARK.md", "SPJ.md", "SEARCH.md"} <= {path.name for path in SPARK_PAGES}
