@@ -25,7 +25,7 @@ import lance
 import pyarrow as pa
 from lance.schema import LanceSchema
 
-from lance_partitioned.format.schema import FIELD_ID_KEY, is_lossless_widening
+from lance_partitioned.format.schema import is_lossless_widening
 from lance_partitioned.operations.leaf.field_ids import lance_field_ids, namespace_field_ids
 
 
@@ -71,13 +71,7 @@ def _walk(f: pa.Field, lf: object, ids: Sequence[int]) -> Node:
 
 def namespace_node(f: pa.Field, field_id: int) -> Node:
     """Namespace column ``f`` (struct fields carrying ``lance:field_id``) with its ids."""
-    ids = namespace_field_ids(f, field_id)
-    kids: dict[int, Node] = {}
-    if pa.types.is_struct(f.type):
-        for child in f.type:
-            node = namespace_node(child, int(child.metadata[FIELD_ID_KEY.encode()]))
-            kids[node.id] = node
-    return Node(f, tuple(ids), kids)
+    return layout_node(f, namespace_field_ids(f, field_id))
 
 
 def differs(leaf: Node, ns: Node) -> bool:
