@@ -270,7 +270,6 @@ def test_add_rename_widen_drop_struct_fields_keep_field_ids(tmp_path):
     ("change", "message"),
     [
         (lambda ns: ns.add_column("s.a", pa.int64()), "already exists"),
-        (lambda ns: ns.add_column("s.b.c2", pa.int64(), nullable=False), "non-nullable"),
         (lambda ns: ns.add_column("q.z", pa.int64()), "no column 'q'"),
         (lambda ns: ns.add_column("k.z", pa.int64()), "not a struct"),
         (lambda ns: ns.rename_column("s.a", "b"), "has a field named 'b'"),
