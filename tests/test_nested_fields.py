@@ -285,3 +285,42 @@ def test_bad_struct_field_changes_are_refused_and_change_nothing(ns, tmp_path, c
     with pytest.raises(lp.SchemaError, match=message):
         change(ns)
     assert tree_digest(tmp_path / "ns") == before
+
+
+EVOLVED_FILTERS = [
+    "s.a = 1",
+    f"s.a > {2**31}",
+    "s.a IS NULL",
+    "s.z IS NULL",
+    "s.z = 7",
+    "s.b.c IN ('p', 'r') AND k < 2",
+    "NOT (s.a <= 2) OR s.z > 5",
+]
+
+
+@pytest.mark.parametrize("flt", EVOLVED_FILTERS)
+def test_filters_on_leaves_that_lag_the_struct(tmp_path, flt):
+    """Old leaves lack ``s.z`` and store ``s.a`` as int32 while the namespace has int64:
+    their rows are conformed field by field (by id) and filtered in the namespace's
+    types, new leaves are filtered by Lance; both match DuckDB over the rows."""
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(rows())
+    ns.add_column("s.z", pa.int64())
+    ns.widen_column("s.a", pa.int64())
+    new = pa.Table.from_pylist(
+        [
+            {"id": 8, "k": 5, "s": {"a": 2**40, "b": {"c": "r"}, "x.y": 1, "z": 7}},
+            {"id": 9, "k": 6, "s": None},
+            {"id": 10, "k": 5, "s": {"a": 1, "b": None, "x.y": None, "z": None}},
+        ],
+        schema=ns.schema.arrow,
+    )
+    ns.append(new)
+    old = [
+        {**r, "s": None if r["s"] is None else {**r["s"], "z": None}} for r in rows().to_pylist()
+    ]
+    source = pa.Table.from_pylist(old + new.to_pylist(), schema=ns.schema.arrow)
+    duck = flt.replace("`x.y`", '"x.y"')
+    expected = duckdb_ids(source, duck)
+    assert scan_ids(ns, flt) == expected
+    assert ns.count(flt) == len(expected)

@@ -242,7 +242,11 @@ def _lagging(base: IdLayout, ns_ids: list[int], schema: Schema, only: set[int] |
             continue
         nf = schema.field_by_id(fid)
         # a data file lists a struct's fields, not always the struct itself
-        if only is not None and not only.intersection(namespace_field_ids(nf, fid)):
+        if (
+            only is not None
+            and fid not in only
+            and not (_nested(f, nf) and only.intersection(namespace_field_ids(nf, fid)))
+        ):
             continue
         if is_lossless_widening(f.type, nf.type) or (
             _nested(f, nf) and lags(layout_node(f, lids), namespace_node(nf, fid))
