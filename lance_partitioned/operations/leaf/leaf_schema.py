@@ -477,8 +477,13 @@ def namespace_ids_for(schema: Schema, field_id: int, lance_ids: list[int]) -> li
     want = [field_id, *lance_ids[1:]]
     if not schema.has_id(field_id):
         return want
+    nf = schema.field_by_id(field_id)
+    if lance_ids[0] == field_id and pa.types.is_struct(nf.type):
+        # a struct's fields are matched by id and evolve on their own (a leaf may
+        # lack a field added since): the same count of ids is no sign of drift
+        return want
     try:
-        nested = namespace_field_ids(schema.field_by_id(field_id), field_id)
+        nested = namespace_field_ids(nf, field_id)
     except SchemaError:  # FieldIdLayoutError, or a nested namespace id
         return want
     return nested if len(nested) == len(lance_ids) else want
