@@ -324,3 +324,26 @@ def test_filters_on_leaves_that_lag_the_struct(tmp_path, flt):
     expected = duckdb_ids(source, duck)
     assert scan_ids(ns, flt) == expected
     assert ns.count(flt) == len(expected)
+
+
+def test_a_leaf_schema_can_carry_ids_of_fields_added_to_a_struct():
+    """A struct field added after later columns has a larger id than they do, which
+    Lance's depth-first numbering of a new dataset never gives; the leaf schema still
+    carries exactly those ids (read back with plain pylance), also when a struct's
+    first field was dropped."""
+    from lance_partitioned.operations.leaf.field_ids import IdLayout
+
+    s = pa.struct([("a", pa.int32()), ("b", INNER), ("z", pa.int64())])
+    t = pa.struct([("w", pa.string())])
+    arrow = pa.schema([("id", pa.int64()), ("s", s), ("t", t), ("k", pa.int32())])
+    ids = [[0], [1, 2, 3, 4, 9], [10, 12], [5]]
+    got = IdLayout.of(arrow, ids).lance_schema
+    assert {f.name(): [i for _, i in _lance_paths(f, "")] for f in got.fields()} == {
+        "id": [0],
+        "s": [1, 2, 3, 4, 9],
+        "t": [10, 12],
+        "k": [5],
+    }
+    assert [p for f in got.fields() for p, _ in _lance_paths(f, "")] == [
+        "id", "s", "s.a", "s.b", "s.b.c", "s.z", "k", "t", "t.w"
+    ]  # fmt: skip
