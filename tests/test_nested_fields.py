@@ -347,3 +347,30 @@ def test_a_leaf_schema_can_carry_ids_of_fields_added_to_a_struct():
     assert [p for f in got.fields() for p, _ in _lance_paths(f, "")] == [
         "id", "s", "s.a", "s.b", "s.b.c", "s.z", "k", "t", "t.w"
     ]  # fmt: skip
+
+
+def test_fields_added_deeper_and_after_a_dropped_first_field(tmp_path):
+    """A list added two levels down, a struct added to a struct whose first field was
+    dropped: old and new leaves carry exactly the namespace's ids, old rows read NULL."""
+    st = pa.struct([("a", pa.int32()), ("b", INNER)])
+    schema = pa.schema([("x", pa.int64()), ("s", st), ("y", pa.int8())])
+    ns = lp.create(str(tmp_path / "ns"), schema, "x")
+    ns.append(
+        pa.Table.from_pylist([{"x": 1, "s": {"a": 1, "b": {"c": "p"}}, "y": 1}], schema=schema)
+    )
+    ns.drop_column("s.a")
+    ns.add_column("s.b.d", pa.list_(pa.int64()))
+    ns.add_column("s.t", pa.struct([("u", pa.int64()), ("v", pa.struct([("w", pa.string())]))]))
+    new = [
+        {"x": 1, "s": {"b": {"c": "q", "d": [1, 2]}, "t": {"u": 5, "v": {"w": "z"}}}, "y": 2},
+        {"x": 2, "s": {"b": {"c": "r", "d": None}, "t": None}, "y": 3},
+    ]
+    ns.append(pa.Table.from_pylist(new, schema=ns.schema.arrow))
+    ids = namespace_ids(ns)
+    assert ids["s.t.v.w"] == max(ids.values()) > ids["y"]
+    for leaf in leaf_ids(ns):
+        assert leaf == ids  # both leaves: every field, with the namespace's id
+    old = {"x": 1, "s": {"b": {"c": "p", "d": None}, "t": None}, "y": 1}
+    assert sorted(ns.to_arrow().to_pylist(), key=lambda r: r["y"]) == [old, *new]
+    assert sorted(ns.scan("s.t.v.w = 'z' OR s.b.c = 'p'").to_arrow()["y"].to_pylist()) == [1, 2]
+    assert ns.validate() == []
