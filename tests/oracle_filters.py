@@ -14,6 +14,8 @@ library cannot sit on both sides of a comparison.
 
 Semantics the oracle fixes (SQL three-valued logic throughout):
 
+* a dotted column ``st.a`` / ``st.inner.c`` is a field of struct column ``st``
+  (``pc.struct_field``): NULL wherever the struct (or a struct on the way) is NULL;
 * comparisons with NULL are NULL; ``NOT NULL`` is NULL; AND/OR are Kleene; a row
   is kept only when the predicate is TRUE;
 * ``x IN (a, b)`` is ``x = a OR x = b`` (so ``NULL NOT IN (...)`` is NULL, not TRUE
@@ -188,7 +190,7 @@ def _part_sql(node: Part) -> str:
 def _part_pc(node: Part) -> pc.Expression:
     """``pc.year``/``pc.month``/``pc.day``/``pc.hour`` of the column (a zoned timestamp's
     fields in its zone, as pyarrow computes them) compared as SQL compares."""
-    x = getattr(pc, node.unit)(pc.field(node.col))
+    x = getattr(pc, node.unit)(col_expr(node.col))
     if node.op in ("IN", "NOT IN"):
         e = _any([pc.equal(x, v.scalar()) for v in node.lits])
         return ~e if node.op == "NOT IN" else e
@@ -198,24 +200,42 @@ def _part_pc(node: Part) -> pc.Expression:
     return _PC_OPS[node.op](x, node.lits[0].scalar())
 
 
+def col_expr(col: str) -> pc.Expression:
+    """Column ``col``, or for ``st.a`` the struct field, NULL where a struct is NULL."""
+    head, *path = col.split(".")
+    e = pc.field(head)
+    for name in path:
+        e = pc.struct_field(e, name)
+    return e
+
+
+def field_type(schema: pa.Schema, col: str) -> pa.DataType:
+    """The type of column ``col`` of ``schema`` (a dotted name: a struct field's)."""
+    head, *path = col.split(".")
+    t = schema.field(head).type
+    for name in path:
+        t = t.field(name).type
+    return t
+
+
 def to_pc(node: Any) -> pc.Expression:
     """The same filter as a pyarrow.compute expression (SQL three-valued logic)."""
     if isinstance(node, Part):
         return _part_pc(node)
     if isinstance(node, Cmp):
-        return _PC_OPS[node.op](pc.field(node.col), node.lit.scalar())
+        return _PC_OPS[node.op](col_expr(node.col), node.lit.scalar())
     if isinstance(node, InList):
-        e = _any([pc.equal(pc.field(node.col), v.scalar()) for v in node.lits])
+        e = _any([pc.equal(col_expr(node.col), v.scalar()) for v in node.lits])
         return ~e if node.negated else e
     if isinstance(node, Between):
-        x = pc.field(node.col)
+        x = col_expr(node.col)
         e = (x >= node.lo.scalar()) & (x <= node.hi.scalar())
         return ~e if node.negated else e
     if isinstance(node, IsNull):
-        e = pc.field(node.col).is_null()
+        e = col_expr(node.col).is_null()
         return ~e if node.negated else e
     if isinstance(node, Like):
-        e = pc.match_like(pc.field(node.col), pattern=node.pattern)
+        e = pc.match_like(col_expr(node.col), pattern=node.pattern)
         return ~e if node.negated else e
     if isinstance(node, And):
         return to_pc(node.a) & to_pc(node.b)  # and_kleene
@@ -579,7 +599,7 @@ def filters(
     if kind == "not":
         return Not(draw(filters(schema, columns, favour, depth + 1, offsets, ops, functions)))
     col = draw(st.sampled_from([c for c in favour if c in columns] * 3 + list(columns)))
-    t = schema.field(col).type
+    t = field_type(schema, col)
     if functions and (pa.types.is_date(t) or pa.types.is_timestamp(t)) and draw(st.booleans()):
         return draw(parts(col, t))
     lits = literals(t, offsets)
@@ -650,8 +670,22 @@ SCHEMA = pa.schema(
         pa.field("ts_naive", pa.timestamp("us")),
         pa.field("ts_ny", pa.timestamp("us", tz="America/New_York")),
         pa.field("ts_kol", pa.timestamp("ns", tz="Asia/Kolkata")),
+        # a struct column: filters on its fields (``st.a``, ``st.inner.c``) bind to
+        # the fields' own ids and run in the leaves
+        pa.field(
+            "st",
+            pa.struct(
+                [
+                    pa.field("a", pa.int64()),
+                    pa.field("b", pa.string()),
+                    pa.field("inner", pa.struct([pa.field("c", pa.date32())])),
+                ]
+            ),
+        ),
     ]
 )
+# the struct fields random filters draw from
+NESTED_COLUMNS = ["st.a", "st.b", "st.inner.c"]
 
 
 def make_table(rows: int = 400, seed: int = 10) -> pa.Table:
@@ -691,6 +725,10 @@ def make_table(rows: int = 400, seed: int = 10) -> pa.Table:
     epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
     base = [(x - epoch) // dt.timedelta(microseconds=1) * 1000 for x in time_instants(zone_of(kol))]
     cols["ts_kol"] = pa.array(column(base + [v + 1 for v in base]), kol)
+    inner = [{"c": c} for c in column(dates)]
+    fields = zip(column(ints[:60]), column(STRINGS), column(inner + [None] * 20), strict=True)
+    structs = [{"a": a, "b": b, "inner": c} for a, b, c in fields]
+    cols["st"] = pa.array(column(structs), SCHEMA.field("st").type)
     return pa.table(cols, schema=SCHEMA)
 
 
@@ -702,7 +740,7 @@ def ranges(draw, schema: pa.Schema, columns: list[str], offsets: bool = True):
     if kind == "tree":
         return draw(filters(schema, columns, offsets=offsets, ops=RANGE_OPS))
     col = draw(st.sampled_from(columns))
-    lits = literals(schema.field(col).type, offsets)
+    lits = literals(field_type(schema, col), offsets)
     if kind == "bound":
         return Cmp(col, draw(st.sampled_from(["<", "<=", ">", ">="])), draw(lits))
     if kind == "not":

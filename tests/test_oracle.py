@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracle_filters import (
+    NESTED_COLUMNS,
     SCHEMA,
     And,
     Between,
@@ -45,7 +46,7 @@ SETTINGS = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
-PLAIN_COLUMNS = ["i", "j", "f", "amount", "d", "s", "ts_utc", "ts_naive"]
+PLAIN_COLUMNS = ["i", "j", "f", "amount", "d", "s", "ts_utc", "ts_naive", *NESTED_COLUMNS]
 ZONED_COLUMNS = ["ts_ny", "ts_kol"]
 
 # name -> one spec, or several spec versions (each gets a slice of the rows)
@@ -141,6 +142,17 @@ def test_filters_on_numbers_strings_dates_and_plain_timestamps(namespaces, data)
     hierarchies, cyclic fields and an evolved namespace."""
     name = data.draw(st.sampled_from(list(PLAIN_SPECS)), label="namespace")
     flt = data.draw(filters(SCHEMA, PLAIN_COLUMNS, spec_columns(name)), label="filter")
+    check(namespaces[name], namespaces.table, flt)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_filters_on_struct_fields(namespaces, data):
+    """Filters on struct fields (``st.a``, ``st.b``, two levels down ``st.inner.c``),
+    mixed with partition columns: the nested parts run in the leaves, the rest prunes."""
+    name = data.draw(st.sampled_from(list(PLAIN_SPECS)), label="namespace")
+    cols = [*NESTED_COLUMNS, *spec_columns(name)]
+    flt = data.draw(filters(SCHEMA, cols, NESTED_COLUMNS, functions=True), label="filter")
     check(namespaces[name], namespaces.table, flt)
 
 

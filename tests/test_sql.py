@@ -137,8 +137,11 @@ PARSE_CASES = [
     ("`a``b` = 1", cmp("=", "a`b", 1)),
     ("país = 1", cmp("=", "país", 1)),
     ("CamelCase = 1", cmp("=", "CamelCase", 1)),
-    ("t.col = 1", cmp("=", "col", 1)),
-    ('db.t."Order Date" = 1', cmp("=", "Order Date", 1)),
+    # a dotted name is a path into a struct column (Lance's reading); with the
+    # namespace's columns known, a leading table qualifier is dropped instead
+    # (test_qualified_names_with_known_columns)
+    ("t.col = 1", Compare("=", Ref("t", path=("col",)), Literal(1))),
+    ('db.t."Order Date" = 1', Compare("=", Ref("db", path=("t", "Order Date")), Literal(1))),
     ("date = DATE '2025-01-01'", cmp("=", "date", dt.date(2025, 1, 1))),
     ("(x) = 1", cmp("=", "x", 1)),
     # IN
@@ -221,6 +224,18 @@ def test_parse(text, expected):
     assert parse_filter(text) == expected
 
 
+def test_qualified_names_with_known_columns():
+    columns = ["col", "Order Date", "s"]
+    assert parse_filter("t.col = 1", columns) == cmp("=", "col", 1)
+    assert parse_filter('db.t."Order Date" = 1', columns) == cmp("=", "Order Date", 1)
+    # a struct column's field stays a path, also behind a qualifier
+    assert parse_filter("s.a = 1", columns) == Compare("=", Ref("s", path=("a",)), Literal(1))
+    assert parse_filter("t.s.a = 1", columns) == Compare("=", Ref("s", path=("a",)), Literal(1))
+    assert parse_filter("t.CamelCase * 2 > 4", ["CamelCase"]) == Opaque(
+        "`CamelCase` * 2 > 4", ("CamelCase",)
+    )
+
+
 @pytest.mark.parametrize(("text", "_expected"), PARSE_CASES, ids=[c[0] for c in PARSE_CASES])
 def test_round_trip_parse_cases(text, _expected):
     expr = parse_filter(text)
@@ -267,7 +282,7 @@ OPAQUE_CASES = [
     ("coalesce(x, 0) > 1", "coalesce(x, 0) > 1", ("x",)),
     ("1 = 1", "1 = 1", ()),
     ('"Order Date" + 1 > 2', "`Order Date` + 1 > 2", ("Order Date",)),
-    ("t.CamelCase * 2 > 4", "`CamelCase` * 2 > 4", ("CamelCase",)),
+    ("t.CamelCase * 2 > 4", "t.`CamelCase` * 2 > 4", ("t",)),
     (
         "CASE WHEN x > 1 THEN y ELSE z END = 2",
         "CASE WHEN x > 1 THEN y ELSE z END = 2",
@@ -798,7 +813,7 @@ EQUIVALENCE_FILTERS = [
 
 @pytest.mark.parametrize("text", EQUIVALENCE_FILTERS)
 def test_lance_matches_pyarrow(text, table, lance_ds, df_ctx):
-    expr = parse_filter(text)
+    expr = parse_filter(text, table.column_names)
     sql = to_sql(expr)
     expected = _pyarrow_ids(table, to_pyarrow(expr, schema=table.schema))
     assert _lance_ids(lance_ds, sql) == expected, sql
@@ -811,7 +826,8 @@ def test_equivalence_matrix_is_not_trivial(table):
     """Most filters select some rows but not all, so the matrix really tests something."""
     proper = 0
     for text in EQUIVALENCE_FILTERS:
-        n = len(_pyarrow_ids(table, to_pyarrow(parse_filter(text), schema=table.schema)))
+        expr = parse_filter(text, table.column_names)
+        n = len(_pyarrow_ids(table, to_pyarrow(expr, schema=table.schema)))
         proper += 0 < n < table.num_rows
     assert proper >= 60
 

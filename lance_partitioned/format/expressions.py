@@ -23,7 +23,7 @@ Walks over the tree (NNF, rendering, binding, projection) are visitors:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,17 +47,41 @@ class Expr:
 
 @dataclass(frozen=True)
 class Ref(Expr):
-    """A reference to a top-level column.
+    """A reference to a column, or to a field nested in struct columns.
 
-    As parsed, a reference has only the column's ``name``. ``bind``
-    (``format.filters.bind``) sets ``field_id`` to the namespace field id of that
-    column: pruning then finds the partition fields of a column by their source
-    field id, which survives renames, and only rendering to SQL reads the name.
-    A bound and an unbound reference to the same column are different nodes.
+    ``name`` is the top-level column and ``path`` the struct fields below it:
+    ``s.b.c`` is ``Ref("s", path=("b", "c"))``. As parsed, a reference has only
+    names. ``bind`` (``format.filters.bind``) sets ``field_id`` to the namespace
+    field id of the field it names (a nested field's own id): pruning then finds
+    the partition fields of a column by their source field id, which survives
+    renames, and only rendering to SQL reads the names. A bound and an unbound
+    reference to the same column are different nodes.
     """
 
     name: str
     field_id: int | None = None
+    path: tuple[str, ...] = ()
+
+    @property
+    def column(self) -> tuple[str, ...]:
+        """The whole path: the column's name, then the struct fields."""
+        return (self.name, *self.path)
+
+    @property
+    def dotted(self) -> str:
+        """The path as messages show it: ``s.b.c``."""
+        return ".".join(self.column)
+
+
+def strip_qualifiers(parts: tuple[str, ...], is_column: Callable[[str], bool]) -> tuple[str, ...]:
+    """A dotted name's parts without leading table qualifiers: ``t.col`` is column
+    ``col`` when ``t`` is no column (``is_column``) and ``col`` is; otherwise the
+    parts name a field nested in struct column ``parts[0]``, as in Lance's SQL.
+    A top-level name never holds a dot (``schema.check_column_names``)."""
+    for i in range(len(parts) - 1):
+        if is_column(parts[i]):
+            return parts[i:]
+    return parts[-1:] if is_column(parts[-1]) else parts
 
 
 @dataclass(frozen=True)

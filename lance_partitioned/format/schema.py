@@ -14,7 +14,7 @@ that Lance does not use).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -160,6 +160,19 @@ def check_column_names(fields: Sequence[pa.Field], top_level: bool = True) -> No
             raise SchemaError(f"a column name cannot be empty (in {path!r})")
 
 
+def column_path(name: str) -> tuple[str, ...]:
+    """The path a column name names: ``"s.a"`` is field ``a`` of struct column ``s``.
+
+    A top-level name cannot hold a ``.`` (``check_column_names``), so a dotted
+    name is always a path into struct columns, as in Lance's own filters.
+    """
+    return tuple(name.split("."))
+
+
+def _dotted(path: Sequence[str]) -> str:
+    return ".".join(path)
+
+
 class Schema:
     """An immutable namespace schema with field ids on every (nested) field.
 
@@ -277,6 +290,34 @@ class Schema:
         assert fid is not None
         return fid
 
+    def field_at(self, path: Sequence[str]) -> pa.Field:
+        """The field at ``path``: a top-level column, then a field of each struct.
+
+        Raises SchemaError naming the path and the fields of the struct it was
+        looked up in (only structs have named fields: not lists or maps).
+        """
+        f = self.field(path[0])
+        for i in range(1, len(path)):
+            if not pa.types.is_struct(f.type):
+                raise SchemaError(
+                    f"no field {_dotted(path[: i + 1])!r}: {_dotted(path[:i])!r} is {f.type}, "
+                    "not a struct"
+                )
+            index = f.type.get_field_index(path[i])
+            if index < 0:
+                raise SchemaError(
+                    f"no field {_dotted(path[: i + 1])!r}: struct {_dotted(path[:i])!r} has "
+                    f"fields {[c.name for c in f.type]}"
+                )
+            f = f.type.field(index)
+        return f
+
+    def field_id_at(self, path: Sequence[str]) -> int:
+        """Field id of the (possibly nested) field at ``path`` (``field_at``)."""
+        fid = _field_id(self.field_at(path))
+        assert fid is not None
+        return fid
+
     def has_id(self, field_id: int) -> bool:
         return field_id in self._path_by_id
 
@@ -292,47 +333,134 @@ class Schema:
         return self._top_by_name[path]
 
     # -- evolution (each returns a new Schema; ids are never reused) ----------
+    # A dotted name is a path into struct columns: ``"s.a"`` evolves field ``a`` of
+    # struct ``s`` (seed 000 gives nested fields ids of their own, so they evolve
+    # as columns do: a new field gets a fresh id, a renamed one keeps it).
     def add_column(self, field: pa.Field) -> Schema:
-        """Append a nullable column; it and its children get fresh ids after ``last_field_id``
-        (never an id a dropped column had)."""
-        if self.has_field(field.name):
-            raise SchemaError(f"column {field.name!r} already exists")
+        """Append a nullable column (or, for ``"s.z"``, a field of struct ``s``); it and its
+        children get fresh ids after ``last_field_id`` (never an id a dropped field had)."""
+        path = column_path(field.name)
         if not field.nullable:
             raise SchemaError(
                 f"cannot add the non-nullable column {field.name!r}: existing rows have no value for it"
             )
-        check_column_names([field])
+        if len(path) == 1 and self.has_field(field.name):
+            raise SchemaError(f"column {field.name!r} already exists")
+        check_column_names([field.with_name(path[-1])], top_level=len(path) == 1)
         counter = [self.last_field_id + 1]
-        plain = pa.field(field.name, _strip_ids(field.type), True, field.metadata)
-        return Schema(self._arrow.append(_assign_ids(plain, counter)), self._last_field_id)
+        plain = _assign_ids(
+            pa.field(path[-1], _strip_ids(field.type), True, field.metadata), counter
+        )
+        if len(path) == 1:
+            return Schema(self._arrow.append(plain), self._last_field_id)
+        if not self.has_field(path[0]):
+            raise SchemaError(
+                f"cannot add {field.name!r}: a name with '.' is a struct path, and there is "
+                f"no column {path[0]!r} (columns are {self.names}); a top-level name cannot "
+                "hold a '.'"
+            )
+
+        def add(kids: list[pa.Field]) -> list[pa.Field]:
+            if any(k.name == path[-1] for k in kids):
+                raise SchemaError(f"field {field.name!r} already exists")
+            return [*kids, plain]
+
+        return self._with_children(path[:-1], add)
 
     def rename_column(self, old: str, new: str) -> Schema:
-        """Rename a top-level column; its field id (and every spec using it) is unchanged."""
-        i = self._arrow.get_field_index(self.field(old).name)
-        if self.has_field(new):
-            raise SchemaError(f"cannot rename {old!r} to {new!r}: a column named {new!r} exists")
-        check_column_names([pa.field(new, pa.null())])
-        return Schema(self._arrow.set(i, self._arrow.field(i).with_name(new)), self._last_field_id)
+        """Rename a column (or, for ``"s.a"``, a field of struct ``s``: ``new`` is its new
+        name, or its whole new path in the same struct); its field id (and every spec
+        using it) is unchanged."""
+        path = column_path(old)
+        if len(path) == 1:
+            i = self._arrow.get_field_index(self.field(old).name)
+            if self.has_field(new):
+                raise SchemaError(
+                    f"cannot rename {old!r} to {new!r}: a column named {new!r} exists"
+                )
+            check_column_names([pa.field(new, pa.null())])
+            return Schema(
+                self._arrow.set(i, self._arrow.field(i).with_name(new)), self._last_field_id
+            )
+        self.field_at(path)
+        target = column_path(new)
+        if len(target) > 1 and target[:-1] != path[:-1]:
+            raise SchemaError(
+                f"cannot rename {old!r} to {new!r}: a field stays in its struct "
+                f"({_dotted(path[:-1])!r}); give the new name alone"
+            )
+        name = target[-1]
+        check_column_names([pa.field(name, pa.null())], top_level=False)
+
+        def rename(kids: list[pa.Field]) -> list[pa.Field]:
+            if any(k.name == name for k in kids):
+                raise SchemaError(
+                    f"cannot rename {old!r} to {name!r}: struct {_dotted(path[:-1])!r} has a "
+                    f"field named {name!r}"
+                )
+            return [k.with_name(name) if k.name == path[-1] else k for k in kids]
+
+        return self._with_children(path[:-1], rename)
 
     def drop_column(self, name: str) -> Schema:
-        """Remove a top-level column; its id is retired, never reused."""
-        i = self._arrow.get_field_index(self.field(name).name)
-        if len(self._arrow) == 1:
-            raise SchemaError(f"cannot drop {name!r}: it is the only column")
-        return Schema(self._arrow.remove(i), self._last_field_id)
+        """Remove a column (or a field of a struct, ``"s.a"``); its id and its children's
+        are retired, never reused."""
+        path = column_path(name)
+        if len(path) == 1:
+            i = self._arrow.get_field_index(self.field(name).name)
+            if len(self._arrow) == 1:
+                raise SchemaError(f"cannot drop {name!r}: it is the only column")
+            return Schema(self._arrow.remove(i), self._last_field_id)
+        self.field_at(path)
+
+        def drop(kids: list[pa.Field]) -> list[pa.Field]:
+            if len(kids) == 1:
+                raise SchemaError(
+                    f"cannot drop {name!r}: it is the only field of struct "
+                    f"{_dotted(path[:-1])!r}; drop the struct instead"
+                )
+            return [k for k in kids if k.name != path[-1]]
+
+        return self._with_children(path[:-1], drop)
 
     def widen_column(self, name: str, new_type: pa.DataType) -> Schema:
-        """Promote a column's type losslessly (int32→int64, float→double, decimal(p,s)→decimal(p',s))."""
-        f = self.field(name)
+        """Promote a column's (or a struct field's, ``"s.a"``) type losslessly
+        (int32→int64, float→double, decimal(p,s)→decimal(p',s))."""
+        path = column_path(name)
+        f = self.field_at(path)
         if not is_lossless_widening(f.type, new_type):
             raise SchemaError(
                 f"cannot change column {name!r} from {f.type} to {new_type}: only lossless widening "
                 "is allowed (int8→16→32→64, float32→float64, decimal(p,s)→decimal(p',s) with p'≥p)"
             )
-        i = self._arrow.get_field_index(name)
+        wider = pa.field(f.name, new_type, f.nullable, f.metadata)
+        if len(path) == 1:
+            i = self._arrow.get_field_index(name)
+            return Schema(self._arrow.set(i, wider), self._last_field_id)
+        return self._with_children(
+            path[:-1], lambda kids: [wider if k.name == f.name else k for k in kids]
+        )
+
+    def _with_children(
+        self, parent: Sequence[str], change: Callable[[list[pa.Field]], list[pa.Field]]
+    ) -> Schema:
+        """This schema with the fields of struct ``parent`` replaced by ``change(fields)``."""
+        top = self.field_at(parent)
+        if not pa.types.is_struct(top.type):
+            raise SchemaError(f"{_dotted(parent)!r} is {top.type}, not a struct; it has no fields")
+
+        def rebuild(f: pa.Field, rest: Sequence[str]) -> pa.Field:
+            kids = list(f.type)
+            if rest:
+                i = f.type.get_field_index(rest[0])
+                kids[i] = rebuild(kids[i], rest[1:])
+            else:
+                kids = change(kids)
+            return pa.field(f.name, pa.struct(kids), f.nullable, f.metadata)
+
+        i = self._arrow.get_field_index(parent[0])
         return Schema(
-            self._arrow.set(i, pa.field(name, new_type, f.nullable, f.metadata)),
-            self._last_field_id,
+            self._arrow.set(i, rebuild(self._arrow.field(i), parent[1:])), self._last_field_id
         )
 
     def __eq__(self, other: object) -> bool:

@@ -141,7 +141,7 @@ class LancePartitionedReader(DataSourceReader):
             wanted.append(f)
         self.arrow_schema = pa.schema(wanted)
         # The relation's own ``filter`` option; pushed Spark filters are ANDed to it.
-        self.base_expr: Expr | None = parse_any_filter(opts.filter)
+        self.base_expr: Expr | None = parse_any_filter(opts.filter, self._snapshot.schema.names)
         self.expr: Expr | None = self.base_expr
 
     def __getstate__(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_partitioned.errors import AmbiguousTimeError, FilterError
+from lance_partitioned.errors import AmbiguousTimeError, FilterError, SchemaError
 from lance_partitioned.format import zones
 from lance_partitioned.format.expressions import (
     And,
@@ -368,11 +368,21 @@ class _Binder(Rewriter):
         self.schema = schema
 
     def _bound(self, ref: Ref) -> Ref:
-        return Ref(ref.name, self.schema.field_id(ref.name))
+        return Ref(ref.name, self.schema.field_id_at(ref.column), ref.path)
+
+    def _type(self, ref: Ref) -> pa.DataType:
+        """The type of the column or struct field ``ref`` names; FilterError naming the
+        path and the struct's fields when there is none."""
+        if not ref.path:
+            return self.schema.field(ref.name).type
+        try:
+            return self.schema.field_at(ref.column).type
+        except SchemaError as exc:
+            raise FilterError(f"filter references unknown field {ref.dotted!r}: {exc}") from None
 
     def visit_compare(self, node: Compare) -> Expr:
-        name = node.ref.name
-        t = self.schema.field(name).type
+        name = node.ref.dotted
+        t = self._type(node.ref)
         ok, v = convert_literal(node.literal.value, t, name)
         if ok:
             return Compare(node.op, self._bound(node.ref), Literal(v))
@@ -382,11 +392,13 @@ class _Binder(Rewriter):
         beyond = _beyond_timestamps(node.op, self._bound(node.ref), v, t)
         if beyond is not None:
             return beyond
-        return Opaque(to_sql(Compare(node.op, node.ref, _exact_for(Literal(v), t))), (name,))
+        return Opaque(
+            to_sql(Compare(node.op, node.ref, _exact_for(Literal(v), t))), (node.ref.name,)
+        )
 
     def visit_in(self, node: In) -> Expr:
-        name = node.ref.name
-        t = self.schema.field(name).type
+        name = node.ref.dotted
+        t = self._type(node.ref)
         vals = [convert_literal(lit.value, t, name) for lit in node.values]
         # a number no value of a float column equals, or a time beyond a timestamp[ns]
         # column's range, matches no row: left out
@@ -402,7 +414,7 @@ class _Binder(Rewriter):
             tuple(Literal(v) if ok else _exact_for(Literal(v), t) for ok, v in vals),
             node.negated,
         )
-        return Opaque(to_sql(exact), (name,))
+        return Opaque(to_sql(exact), (node.ref.name,))
 
     @staticmethod
     def _never_equal(ref: Ref, v: Any, t: pa.DataType, op: str = "=") -> Expr | None:
@@ -413,10 +425,10 @@ class _Binder(Rewriter):
         return _beyond_timestamps(op, ref, v, t)
 
     def visit_date_part(self, node: DatePart) -> Expr:
-        name = node.ref.name
-        t = self.schema.field(name).type
+        name = node.ref.dotted
+        t = self._type(node.ref)
         if pa.types.is_time(t):  # Lance's date_part reads a time of day: left to it
-            return Opaque(to_sql(node), (name,))
+            return Opaque(to_sql(node), (node.ref.name,))
         if not (pa.types.is_date(t) or pa.types.is_timestamp(t)):
             raise FilterError(
                 f"filter applies {node.unit}() to column {name!r} of type {t}; "
@@ -426,7 +438,7 @@ class _Binder(Rewriter):
         literals = (pred.literal,) if isinstance(pred, Compare) else pred.values
         numbers = [_part_number(lit.value, node.unit, name) for lit in literals]
         if any(v is None for v in numbers):  # NULL, or no whole int32: Lance compares it
-            return Opaque(to_sql(node), (name,))
+            return Opaque(to_sql(node), (node.ref.name,))
         ref = self._bound(node.ref)
         if isinstance(pred, Compare):
             bound: Compare | In = Compare(pred.op, ref, Literal(numbers[0]))
@@ -439,12 +451,15 @@ class _Binder(Rewriter):
         return DatePart(node.unit, bound)
 
     def visit_is_null(self, node: IsNull) -> Expr:
+        self._type(node.ref)
         return IsNull(self._bound(node.ref), node.negated)
 
     def visit_like(self, node: Like) -> Expr:
+        self._type(node.ref)
         return Like(self._bound(node.ref), node.pattern, node.negated)
 
     def visit_ref(self, node: Ref) -> Expr:
+        self._type(node)
         return self._bound(node)
 
 
@@ -538,8 +553,10 @@ def bind(expr: Expr, schema: Schema) -> Expr:
 
     A predicate whose literal cannot be converted exactly becomes Opaque: it
     does not prune, and the scan still applies it with Lance's own coercion.
-    An unknown column, or a literal that cannot be compared with its column,
-    raises FilterError (``convert_literal`` states the rules, time zones included).
+    A reference may name a field of a struct column (``s.a``: bound to that
+    field's own id; no partition field has it as a source, so it never prunes and
+    leaves evaluate it). An unknown column or struct field, or a literal that
+    cannot be compared with its column, raises FilterError (``convert_literal`` states the rules, time zones included).
     Pure: whether Lance can plan the filter is ``operations.read.filter_check``'s
     question, asked by the scan after binding.
     """

@@ -26,8 +26,32 @@ def one_batch_context(batch: pa.RecordBatch) -> Any:
     from datafusion import SessionConfig, SessionContext
 
     ctx = SessionContext(SessionConfig().with_target_partitions(1))
-    ctx.register_record_batches(TABLE, [[batch]])
+    ctx.register_record_batches(TABLE, [[with_struct_nulls(batch)]])
     return ctx
+
+
+def with_struct_nulls(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with every struct's NULLs also set in its fields.
+
+    DataFusion 55 reads ``s.a`` of a NULL struct as whatever its field holds
+    there (``s.a IS NULL`` is then false), where Lance, Spark, DuckDB and
+    ``pyarrow.compute.struct_field`` give NULL. Fields that carry their struct's
+    NULLs make DataFusion agree. Batches without struct columns are returned as
+    they are.
+    """
+    if not any(pa.types.is_struct(f.type) for f in batch.schema):
+        return batch
+    arrays = [_struct_nulls(c) for c in batch.columns]
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+
+
+def _struct_nulls(array: pa.Array) -> pa.Array:
+    if not pa.types.is_struct(array.type):
+        return array
+    # ``flatten`` gives each field with its struct's NULLs merged in
+    fields = [_struct_nulls(f) for f in array.flatten()]
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(fields, fields=list(array.type), mask=mask)
 
 
 def filter_batch(

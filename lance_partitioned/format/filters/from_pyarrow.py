@@ -125,7 +125,10 @@ def _pa_tree(expr: Any) -> _DecodedPyarrowNode:
         if key == "field_ref":
             return _DecodedPyarrowNode("field", val)
         if key == "nested_field_ref":
-            raise ValueError("nested field references are not supported in filters")
+            raise ValueError(
+                "nested field references (pc.field('s', 'a')) are not translated; "
+                "give the filter as SQL text (s.a = 1)"
+            )
         if key == "call":
             args: list[_DecodedPyarrowNode] = []
             options = None

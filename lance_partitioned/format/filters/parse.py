@@ -9,8 +9,11 @@ Parsing rules worth knowing:
 * Keywords are case-insensitive. Unquoted identifiers are kept **verbatim**
   (no lower-casing, as Lance resolves ``CamelCase`` to the column
   ``CamelCase``). Double-quoted and backtick-quoted identifiers may contain
-  anything; a doubled quote character escapes it. A qualified name ``t.col``
-  keeps only its last part.
+  anything; a doubled quote character escapes it. A dotted name ``s.a`` (or
+  ``s.b.c``) is a field of struct column ``s`` (``Ref.path``), as in Lance's SQL;
+  a quoted ``"a.b"`` is one name. With the namespace's ``columns`` given, a
+  dotted name whose first part is no column is read as qualified: ``t.col`` is
+  column ``col`` (``expressions.strip_qualifiers``).
 * Integers become ``int``; numerals with a decimal point (``1.5``) become
   ``decimal.Decimal`` (exact; the caller casts to the column type); numerals
   with an exponent (``1.5e3``) become ``float``.
@@ -39,6 +42,7 @@ Parsing rules worth knowing:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from lance_partitioned.format.expressions import (
@@ -309,17 +313,19 @@ class _Parser(ValueParser):
         return self.opaque(left.start, end, columns)
 
 
-def parse_filter(text: str) -> Expr:
+def parse_filter(text: str, columns: Collection[str] | None = None) -> Expr:
     """Parse a SQL ``WHERE``-clause predicate into the filter AST.
 
     Chains of AND or OR of any length are read in a loop and built as balanced
     trees; expressions may nest up to ``MAX_NESTING`` levels. Raises
     FilterParseError (a ValueError) with the position of the problem, also for a
-    filter nested deeper than that.
+    filter nested deeper than that. ``columns``: the top-level column names, to tell
+    a table qualifier (``t.col``) from a struct column (``s.a``); without them every
+    dotted name is a path into a struct.
     """
     if not isinstance(text, str):
         raise TypeError(f"filter must be a str, got {type(text).__name__}")
-    parser = _Parser(text)
+    parser = _Parser(text, columns)
     # each level is a recursive descent through the grammar: room for as many as the text has
     with recursion_room(FRAMES_PER_LEVEL * min(parser.max_paren_depth(), MAX_NESTING)):
         return parser.parse()

@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import bisect
 import decimal
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from lance_partitioned.format.expressions import Compare, Expr, Literal, Opaque, Ref, balanced
+from lance_partitioned.format.expressions import (
+    Compare,
+    Expr,
+    Literal,
+    Opaque,
+    Ref,
+    balanced,
+    strip_qualifiers,
+)
 from lance_partitioned.format.filters.literal_text import (
     NOT_CASTABLE,
     TYPE_SUFFIX_WORDS,
@@ -27,7 +36,7 @@ from lance_partitioned.format.filters.literal_text import (
     parse_time,
     parse_timestamp,
 )
-from lance_partitioned.format.filters.render import date_part_sql, quote_identifier
+from lance_partitioned.format.filters.render import date_part_sql, ref_sql
 from lance_partitioned.format.filters.tokens import (
     RESERVED,
     FilterParseError,
@@ -104,8 +113,11 @@ def merge_columns(*groups: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class ValueParser:
-    def __init__(self, text: str):
+    def __init__(self, text: str, columns: Collection[str] | None = None):
         self.text = text
+        # the namespace's top-level column names, when known: a dotted name whose
+        # first part is none of them is read as qualified (``t.col``)
+        self.columns = columns
         self.toks = tokenize(text)
         self.i = 0
         # (start, end, replacement) for each column reference, in source order
@@ -380,15 +392,23 @@ class ValueParser:
         )
 
     def column_ref(self) -> SubExpression:
+        """A column, or a field of a struct column: ``s.a``, ``s.b.c``; each part may be
+        quoted (``"a.b"`` is one name, with a dot in it). With ``self.columns`` known,
+        leading table qualifiers are dropped (``strip_qualifiers``)."""
         first = self.advance()
-        name = first.value
+        parts = [first.value]
         end = first.end
         while self.at_op(".") and self.peek(1).kind in ("ident", "qident"):
             self.advance()
             part = self.advance()
-            name, end = part.value, part.end
-        self.replacements.append((first.start, end, quote_identifier(name)))
-        return SubExpression("ref", first.start, end, (name,), ref=Ref(name))
+            parts.append(part.value)
+            end = part.end
+        column = tuple(parts)
+        if self.columns is not None:
+            column = strip_qualifiers(column, self.columns.__contains__)
+        ref = Ref(column[0], path=column[1:])
+        self.replacements.append((first.start, end, ref_sql(ref)))
+        return SubExpression("ref", first.start, end, (ref.name,), ref=ref)
 
     def typed_literal(self, word: str) -> SubExpression:
         kw = self.advance()

@@ -70,6 +70,12 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def ref_sql(ref: Ref) -> str:
+    """A column reference for Lance / DataFusion: its name, then each struct field,
+    joined by dots and each quoted as needed (``s.a``, ```Order Date`.x``)."""
+    return ".".join(quote_identifier(part) for part in ref.column)
+
+
 _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
 
@@ -217,7 +223,7 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         """``column`` (default: the node's column) compared with the literal."""
         if node.op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison operator {node.op!r}")
-        column = column or quote_identifier(node.ref.name)
+        column = column or ref_sql(node.ref)
         return f"{column} {node.op} {render_literal(node.literal.value)}", _PREC_ATOM
 
     def visit_in(self, node: In, column: str | None = None) -> tuple[str, int]:
@@ -225,7 +231,7 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         if not node.values:
             return ("TRUE" if node.negated else "FALSE"), _PREC_ATOM
         values = ", ".join(render_literal(v.value) for v in node.values)
-        column = column or quote_identifier(node.ref.name)
+        column = column or ref_sql(node.ref)
         if self.lance and node.negated:
             # DataFusion 55 (inside Lance) simplifies `x NOT IN (a) OR x NOT IN (b)`
             # to TRUE, which also keeps rows where x is NULL. This spelling has the
@@ -237,15 +243,15 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         return f"{column} {'NOT IN' if node.negated else 'IN'} ({values})", _PREC_ATOM
 
     def visit_is_null(self, node: IsNull) -> tuple[str, int]:
-        column = quote_identifier(node.ref.name)
+        column = ref_sql(node.ref)
         return f"{column} IS {'NOT NULL' if node.negated else 'NULL'}", _PREC_ATOM
 
     def visit_like(self, node: Like) -> tuple[str, int]:
         op = "NOT LIKE" if node.negated else "LIKE"
-        return f"{quote_identifier(node.ref.name)} {op} {render_literal(node.pattern)}", _PREC_ATOM
+        return f"{ref_sql(node.ref)} {op} {render_literal(node.pattern)}", _PREC_ATOM
 
     def visit_date_part(self, node: DatePart) -> tuple[str, int]:
-        column = date_part_sql(node.unit, quote_identifier(node.ref.name))
+        column = date_part_sql(node.unit, ref_sql(node.ref))
         if isinstance(node.pred, In):
             return self.visit_in(node.pred, column)
         return self.visit_compare(node.pred, column)
@@ -257,7 +263,7 @@ class _SqlRenderer(FilterVisitor[tuple[str, int]]):
         return render_literal(node.value), _PREC_ATOM
 
     def visit_ref(self, node: Ref) -> tuple[str, int]:
-        return quote_identifier(node.name), _PREC_ATOM
+        return ref_sql(node), _PREC_ATOM
 
 
 def to_sql(expr: Expr) -> str:

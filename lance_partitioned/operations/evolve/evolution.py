@@ -17,7 +17,12 @@ from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import SCHEMA_KEY, Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import CommitConflictError, SchemaError
-from lance_partitioned.format.schema import LAST_FIELD_ID_KEY, Schema, recorded_last_field_id
+from lance_partitioned.format.schema import (
+    LAST_FIELD_ID_KEY,
+    Schema,
+    column_path,
+    recorded_last_field_id,
+)
 from lance_partitioned.format.spec import PartitionSpec, parse_spec
 from lance_partitioned.format.time_ranges import warn_cyclic_fields
 from lance_partitioned.operations.leaf.field_ids import lance_field_ids
@@ -152,7 +157,7 @@ def widen_column(manifest: Manifest, planned: Snapshot, name: str, new_type: pa.
     the schema and the specs switch together in one metadata commit.
     """
     schema = evolving_schema(planned).widen_column(name, new_type)
-    source_id = schema.field_id(name)
+    source_id = schema.field_id_at(column_path(name))
     specs = {sid: s.with_widened_source(source_id, new_type) for sid, s in planned.specs.items()}
     changed = [s for sid, s in specs.items() if s != planned.specs[sid]]
     columns = {

@@ -240,7 +240,7 @@ def _side_plan(name: str, side: Side, keys: Sequence[str]) -> SidePlan:
                 (c,),
             )
     read = tuple(dict.fromkeys([*columns, *keys]))
-    expr = parse_any_filter(side.filter)
+    expr = parse_any_filter(side.filter, schema.names)
     leaves = Scan(snapshot, expr, read).leaves  # pruned through __manifest
     return SidePlan(name, side, snapshot, expr, columns, read, tuple(keys), leaves)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import lance
@@ -114,61 +114,136 @@ def _placeholder(fid: int, taken: set[str]) -> pa.Field:
     return pa.field(name, pa.null(), True)
 
 
-def _lay_out(
-    fields: Sequence[pa.Field], lance_fields: Sequence[object], ids: Iterable[int], nxt: int
-) -> tuple[list[pa.Field], list[str], int]:
-    """Insert placeholders so that Lance's depth-first numbering yields ``ids``.
+@dataclass(frozen=True)
+class _Unit:
+    """A part of a column Lance numbers in one step: ``field`` (restricted to the
+    children that continue its depth-first numbering) with ids ``ids``, consecutive
+    from ``ids[0]``, added to the struct at ``parent`` (``()``: a top-level column)."""
 
-    Returns the fields (with placeholders), the placeholder paths, and the next
-    id Lance would assign. Placeholders can only sit among top-level columns
-    or struct children.
-    """
-    it = iter(ids)
-    out: list[pa.Field] = []
-    drops: list[str] = []
-    taken = {f.name for f in fields}
-    for f, lf in zip(fields, lance_fields, strict=True):
-        want = next(it)
-        if want < nxt:
+    parent: tuple[str, ...]
+    field: pa.Field
+    ids: tuple[int, ...]
+
+
+def _units(f: pa.Field, lf: object, ids: Sequence[int], parent: tuple[str, ...]) -> list[_Unit]:
+    """``f``'s subtree as units: ``f`` with the struct children that continue its numbering,
+    then the units of every other child (a child added to the struct later, or one
+    after a dropped sibling: Lance gives an added field ``max + 1``)."""
+    kids = lf.children()  # type: ignore[attr-defined]
+    if not (pa.types.is_struct(f.type) and kids):
+        if list(ids) != list(range(ids[0], ids[0] + len(ids))):
             raise FieldIdLayoutError(
-                f"column {f.name!r} needs field id {want}, but Lance would number it {nxt} or more"
+                f"column {'.'.join((*parent, f.name))!r}: its nested fields need ids "
+                f"{list(ids[1:])}, but Lance numbers them consecutively from {ids[0] + 1}"
+            )
+        return [_Unit(parent, f, tuple(ids))]
+    kept: list[pa.Field] = []
+    kept_ids = [ids[0]]
+    later: list[_Unit] = []
+    pos = 1
+    for i, lchild in enumerate(kids):
+        n = len(lance_field_ids(lchild))
+        sub = _units(f.type.field(i), lchild, ids[pos : pos + n], (*parent, f.name))
+        pos += n
+        if sub[0].ids[0] == kept_ids[0] + len(kept_ids):
+            kept.append(sub[0].field)
+            kept_ids.extend(sub[0].ids)
+            sub = sub[1:]
+        later.extend(sub)
+    if not kept:
+        # every child comes later: Lance cannot create an empty struct, so a placeholder
+        # child takes the id after the struct's (the first child it had, since dropped)
+        kept.append(_placeholder(ids[0] + 1, set()))
+        kept_ids.append(ids[0] + 1)
+    typ = pa.struct(kept)
+    return [_Unit(parent, pa.field(f.name, typ, f.nullable, f.metadata), tuple(kept_ids)), *later]
+
+
+def _nest(parent: tuple[str, ...], field: pa.Field) -> pa.Field:
+    """``field`` inside the structs ``parent`` names: what ``add_columns`` takes to add
+    a child to a nested struct."""
+    for name in reversed(parent):
+        field = pa.field(name, pa.struct([field]))
+    return field
+
+
+def _lay_out(
+    fields: Sequence[pa.Field], lance_fields: Sequence[object], ids: Sequence[Sequence[int]]
+) -> tuple[pa.Schema, tuple[tuple[tuple[str, ...], pa.Field], ...], tuple[str, ...]]:
+    """How Lance comes to number ``fields`` with ``ids``: the columns a new dataset is
+    created with, the fields then added one at a time (``(parent, field)``), and the
+    placeholder paths to drop at the end.
+
+    Lance numbers a new dataset depth-first from 0 and each added field from the
+    largest id + 1; an id no column has is taken by a placeholder column (dropped
+    last, Lance keeps the other ids). The units are created or added in id order.
+    """
+    units = [
+        u for f, lf, w in zip(fields, lance_fields, ids, strict=True) for u in _units(f, lf, w, ())
+    ]
+    units.sort(key=lambda u: u.ids[0])
+    taken = {f.name for f in fields}
+    create: list[pa.Field] = []
+    adds: list[tuple[tuple[str, ...], pa.Field]] = []
+    drops: list[str] = []
+    nxt = 0
+    for u in units:
+        want = u.ids[0]
+        if want < nxt:
+            path = ".".join((*u.parent, u.field.name))
+            raise FieldIdLayoutError(
+                f"column {path!r} needs field id {want}, but Lance would number it {nxt} or more"
             )
         for gap in range(nxt, want):
             ph = _placeholder(gap, taken)
-            out.append(ph)
+            if adds:
+                adds.append(((), ph))
+            else:
+                create.append(ph)
             drops.append(ph.name)
-        nxt = want + 1
-        kids = lf.children()  # type: ignore[attr-defined]
-        sub_ids = [next(it) for _ in range(len(lance_field_ids(lf)) - 1)]
-        if pa.types.is_struct(f.type) and kids:
-            arrow_kids = [f.type.field(i) for i in range(f.type.num_fields)]
-            new_kids, sub_drops, nxt = _lay_out(arrow_kids, kids, sub_ids, nxt)
-            drops.extend(f"{f.name}.{d}" for d in sub_drops)
-            f = pa.field(f.name, pa.struct(new_kids), f.nullable, f.metadata)
+        if u.parent or adds:
+            adds.append((u.parent, u.field))
         else:
-            for sub in sub_ids:
-                if sub != nxt:
-                    raise FieldIdLayoutError(
-                        f"column {f.name!r}: its nested fields need ids {sub_ids}, but Lance "
-                        f"numbers them consecutively from {want + 1}"
-                    )
-                nxt += 1
-        out.append(f)
-    return out, drops, nxt
+            create.append(u.field)
+        drops.extend(_placeholder_children(u.parent, u.field))
+        nxt = want + len(u.ids)
+    return pa.schema(create), tuple(adds), tuple(drops)
 
 
-# LanceSchemas Lance made for (placeholder schema, dropped columns).
+def _placeholder_children(parent: tuple[str, ...], f: pa.Field) -> list[str]:
+    """Paths of the placeholder children ``_units`` put in emptied structs of ``f``."""
+    if not pa.types.is_struct(f.type):
+        return []
+    out = []
+    for k in f.type:
+        if k.name.startswith(PLACEHOLDER_PREFIX):
+            out.append(".".join((*parent, f.name, k.name)))
+        else:
+            out.extend(_placeholder_children((*parent, f.name), k))
+    return out
+
+
+# LanceSchemas Lance made for (columns created, fields added, placeholders dropped).
 _templates: BoundedCache = caches.register("field_ids.templates", BoundedCache(maxsize=256))
 
 
-def _template(placeholders: pa.Schema, drops: tuple[str, ...]) -> LanceSchema:
-    """A LanceSchema made by Lance: create ``placeholders`` in memory, drop ``drops``."""
-    key = (placeholders.serialize().to_pybytes(), drops)
+def _template(
+    create: pa.Schema, adds: tuple[tuple[tuple[str, ...], pa.Field], ...], drops: tuple[str, ...]
+) -> LanceSchema:
+    """A LanceSchema made by Lance: create ``create`` in memory, add ``adds`` in order
+    (each an all-NULL field, numbered by Lance), drop ``drops``."""
+    key = (
+        create.serialize().to_pybytes(),
+        tuple((p, pa.schema([f]).serialize().to_pybytes()) for p, f in adds),
+        drops,
+    )
     hit = _templates.get(key)
     if hit is not None:
         return hit
     # nothing is written to storage: an in-memory dataset, discarded after use
-    ds = lance.write_dataset(placeholders.empty_table(), f"memory://lp-ids-{uuid.uuid4().hex}")
+    ds = lance.write_dataset(create.empty_table(), f"memory://lp-ids-{uuid.uuid4().hex}")
+    for parent, field in adds:
+        ds.add_columns(_nest(parent, field))
     if drops:
         ds.drop_columns(list(drops))
     schema = ds.lance_schema
@@ -215,15 +290,16 @@ class IdLayout:
         return self.ids[self.arrow.get_field_index(name)][0]
 
     @functools.cached_property
-    def _placed(self) -> tuple[pa.Schema, tuple[str, ...]]:
+    def _placed(
+        self,
+    ) -> tuple[pa.Schema, tuple[tuple[tuple[str, ...], pa.Field], ...], tuple[str, ...]]:
         # Lance numbers columns in schema order: lay them out by id (a leaf's
         # column order carries no meaning; readers match columns by id)
         order = sorted(range(len(self.arrow)), key=lambda i: self.ids[i][0])
         fields = [self.arrow.field(i) for i in order]
         lance_fields = LanceSchema.from_pyarrow(pa.schema(fields)).fields()
-        ids = [i for k in order for i in self.ids[k]]
-        out, drops, _ = _lay_out(fields, lance_fields, ids, 0)
-        return pa.schema(out, metadata=self.arrow.metadata), tuple(drops)
+        create, adds, drops = _lay_out(fields, lance_fields, [self.ids[k] for k in order])
+        return pa.schema(create, metadata=self.arrow.metadata), adds, drops
 
     def check(self) -> None:
         """Raise FieldIdLayoutError unless a Lance table can carry exactly these ids."""
@@ -232,8 +308,7 @@ class IdLayout:
     @property
     def lance_schema(self) -> LanceSchema:
         """A LanceSchema with exactly the wanted ids (checked against Lance's answer)."""
-        placed, drops = self._placed
-        schema = _template(placed, drops)
+        schema = _template(*self._placed)
         got = sorted(tuple(lance_field_ids(f)) for f in schema.fields())
         if got != sorted(self.ids):
             raise FieldIdLayoutError(f"Lance numbered the columns {got}, wanted {sorted(self.ids)}")

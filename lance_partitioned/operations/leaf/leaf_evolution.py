@@ -21,12 +21,20 @@ from lance.schema import LanceSchema
 
 from lance_partitioned.errors import SchemaError
 from lance_partitioned.format.schema import Schema, is_lossless_widening
-from lance_partitioned.operations.leaf.field_ids import TOMBSTONE, IdLayout
+from lance_partitioned.operations.leaf.field_ids import TOMBSTONE, IdLayout, lance_field_ids
 from lance_partitioned.operations.leaf.leaf_schema import (
     lacks_nothing,
     leaf_columns_target,
     leaf_layout,
     namespace_ids_of_leaf,
+)
+from lance_partitioned.operations.leaf.nested import (
+    Node,
+    aligned,
+    conform,
+    lags,
+    layout_node,
+    namespace_node,
 )
 
 
@@ -44,19 +52,29 @@ def next_evolution(base: lance.LanceDataset, target: IdLayout) -> object | None:
     widen = widening(base, current, target)
     if widen is not None:
         return widen
-    have = {lids[0] for lids in current.ids}
-    kept = [i for i, lids in enumerate(target.ids) if lids[0] in have]
-    before = [(f.name, lids) for f, lids in zip(current.arrow, current.ids, strict=True)]
-    if [(target.arrow.field(i).name, target.ids[i]) for i in kept] != before:
+    nodes = _nodes(current)
+    targets = _nodes(target)
+    # the leaf's columns the target keeps, renamed and with struct fields dropped as
+    # the target has them, but none added yet (a Project adds no field)
+    kept = [aligned(nodes[t], targets[t], widen=False, add=False) for t in targets if t in nodes]
+    before = [(f.name, f.type, lids) for f, lids in zip(current.arrow, current.ids, strict=True)]
+    if [(n.field.name, n.field.type, n.ids) for n in kept] != before:
         step = IdLayout.of(
-            pa.schema([target.arrow.field(i) for i in kept], metadata=target.arrow.metadata),
-            [target.ids[i] for i in kept],
+            pa.schema([n.field for n in kept], metadata=target.arrow.metadata),
+            [n.ids for n in kept],
         )
         return lance.LanceOperation.Project(step.lance_schema)
-    if len(kept) < len(target.ids):
+    have = {i for lids in current.ids for i in lids}
+    if any(i not in have for lids in target.ids for i in lids):
         fragments = [f.metadata for f in base.get_fragments()]
         return lance.LanceOperation.Merge(fragments, target.lance_schema)
     return None
+
+
+def _nodes(layout: IdLayout) -> dict[int, Node]:
+    """Each column of ``layout`` with its fields' ids, by its own id, in column order."""
+    nodes = (layout_node(f, lids) for f, lids in zip(layout.arrow, layout.ids, strict=True))
+    return {n.id: n for n in nodes}
 
 
 def widening(base: lance.LanceDataset, current: IdLayout, target: IdLayout) -> object | None:
@@ -69,11 +87,13 @@ def widening(base: lance.LanceDataset, current: IdLayout, target: IdLayout) -> o
     file's id is mapped to the column's own id and the old files' copy of it
     becomes a tombstone. Deletion files and fragment ids stay as they are.
     """
-    want = {lids[0]: f.type for f, lids in zip(target.arrow, target.ids, strict=True)}
+    targets = _nodes(target)
+    # each lagging column in the wider type, with its own ids (struct fields renamed
+    # and dropped as the target has them, none added: ``next_evolution`` adds them)
     lagging = {
-        f.name: want[lids[0]]
+        f.name: aligned(layout_node(f, lids), targets[lids[0]], widen=True, add=False)
         for f, lids in zip(current.arrow, current.ids, strict=True)
-        if lids[0] in want and not f.type.equals(want[lids[0]])
+        if lids[0] in targets and lags(layout_node(f, lids), targets[lids[0]])
     }
     if not lagging:
         return None
@@ -87,9 +107,15 @@ def widening(base: lance.LanceDataset, current: IdLayout, target: IdLayout) -> o
                 "(LanceDataset.drop_index), write, then create it again"
             )
     temp = {name: f"__lp_widen_{i}" for i, name in enumerate(lagging)}
+    sources = {
+        name: layout_node(
+            current.arrow.field(name), current.ids[current.arrow.get_field_index(name)]
+        )
+        for name in lagging
+    }
 
     def cast(batch: pa.RecordBatch) -> pa.RecordBatch:
-        arrays = [pc.cast(batch.column(n), t, safe=True) for n, t in lagging.items()]
+        arrays = [conform(batch.column(n), sources[n], node, _cast) for n, node in lagging.items()]
         return pa.record_batch(arrays, names=list(temp.values()))
 
     mapping: dict[int, int] = {}
@@ -97,12 +123,24 @@ def widening(base: lance.LanceDataset, current: IdLayout, target: IdLayout) -> o
     for frag in base.get_fragments():
         written, schema = frag.merge_columns(cast, columns=list(lagging))
         if not mapping:
-            new_ids = {f.name(): f.id() for f in schema.fields()}
-            mapping = {new_ids[temp[n]]: current.id_of(n) for n in lagging}
+            for name, node in lagging.items():
+                mapping.update(
+                    zip(lance_field_ids(schema.field(temp[name])), node.ids, strict=True)
+                )
         fragments.append(written)
-    fields = [f.with_type(lagging[f.name]) if f.name in lagging else f for f in current.arrow]
-    layout = IdLayout.of(pa.schema(fields, metadata=current.arrow.metadata), current.ids)
+    fields = [
+        lagging[f.name].field.with_name(f.name) if f.name in lagging else f for f in current.arrow
+    ]
+    ids = [
+        lagging[f.name].ids if f.name in lagging else lids
+        for f, lids in zip(current.arrow, current.ids, strict=True)
+    ]
+    layout = IdLayout.of(pa.schema(fields, metadata=current.arrow.metadata), ids)
     return lance.LanceOperation.Merge(_retarget(fragments, mapping), layout.lance_schema)
+
+
+def _cast(name: str, col: pa.Array, target: pa.DataType) -> pa.Array:
+    return pc.cast(col, target, safe=True)
 
 
 def _retarget(fragments: list[FragmentMetadata], mapping: dict[int, int]) -> list[FragmentMetadata]:
@@ -173,7 +211,11 @@ def aligned_layout(schema: Schema, leaf: lance.LanceDataset, widen: bool = True)
         if not schema.has_id(fid):
             continue
         nf = schema.field_by_id(fid)
-        if widen and is_lossless_widening(f.type, nf.type):
+        if lids[0] == fid and pa.types.is_struct(f.type) and pa.types.is_struct(nf.type):
+            # struct fields renamed and dropped by id (a drifted leaf's are not known)
+            node = aligned(layout_node(f, lids), namespace_node(nf, fid), widen, add=False)
+            f, lids = node.field, node.ids
+        elif widen and is_lossless_widening(f.type, nf.type):
             f = f.with_type(nf.type)
         fields.append(f.with_name(nf.name))
         ids.append(lids)

@@ -47,6 +47,18 @@ from lance_partitioned.operations.leaf.field_ids import (
     namespace_field_ids,
     natural_field_ids,
 )
+from lance_partitioned.operations.leaf.nested import (
+    Cast,
+    Node,
+    aligned,
+    conform,
+    incompatible,
+    lacks,
+    lags,
+    layout_node,
+    leaf_node,
+    namespace_node,
+)
 from lance_partitioned.operations.write.input import check_lossless
 
 LEAF_FIELD_ID_KEY = "lance-partitioned:field_id"
@@ -125,11 +137,12 @@ class LeafColumnsTarget:
     namespace_ids: tuple[int | None, ...]
     added: tuple[str, ...]
     widened: tuple[str, ...] = ()
+    grown: tuple[str, ...] = ()  # struct columns that gain fields (``nested.aligned``)
 
     @property
     def changes(self) -> bool:
         """Whether the leaf must evolve before it matches the target."""
-        return bool(self.added or self.widened)
+        return bool(self.added or self.widened or self.grown)
 
 
 # Leaves (the open dataset objects: one pinned version each, so their columns never
@@ -167,8 +180,9 @@ def leaf_columns_target(
         if schema.field_id(f.name) not in ns_ids
         and (only is None or only.intersection(namespace_field_ids(f, schema.field_id(f.name))))
     ]
-    widened = _lagging(base.arrow, ns_ids, schema, only)
-    if not missing and not widened:
+    widened = _lagging(base, ns_ids, schema, only)
+    grown = _grown(base, ns_ids, schema, only)
+    if not missing and not widened and not grown:
         if only is None:
             with _COMPLETE_LOCK:
                 _COMPLETE[ds] = schema
@@ -180,7 +194,12 @@ def leaf_columns_target(
     for f, lids, fid in zip(base.arrow, base.ids, ns_ids, strict=True):
         if schema.has_id(fid):
             nf = schema.field_by_id(fid)
-            if f.name in widened:
+            if f.name in grown or (f.name in widened and pa.types.is_struct(f.type)):
+                node = aligned(
+                    layout_node(f, lids), namespace_node(nf, fid), f.name in widened, True
+                )
+                f, lids = node.field, node.ids
+            elif f.name in widened:
                 f = f.with_type(nf.type)
             fields.append(f.with_name(nf.name))
             held.append(fid)
@@ -209,23 +228,56 @@ def leaf_columns_target(
         layout.check()
     except FieldIdLayoutError as exc:
         raise SchemaError(f"partition {label}: cannot add columns {missing}: {exc}") from exc
-    return LeafColumnsTarget(layout, tuple(held), tuple(missing), tuple(widened))
+    return LeafColumnsTarget(layout, tuple(held), tuple(missing), tuple(widened), tuple(grown))
 
 
-def _lagging(
-    fields: pa.Schema, ns_ids: list[int], schema: Schema, only: set[int] | None
-) -> list[str]:
-    """Leaf columns (leaf names) whose type lags a lossless widening of their namespace
-    column (``ns_ids[i]`` is the namespace id of ``fields[i]``); with ``only``, just
-    those whose field ids occur in it. Other type differences are not lags
-    (``check_leaf`` reports them)."""
-    return [
-        f.name
-        for f, fid in zip(fields, ns_ids, strict=True)
-        if schema.has_id(fid)
-        and (only is None or fid in only)
-        and is_lossless_widening(f.type, schema.field_by_id(fid).type)
-    ]
+def _lagging(base: IdLayout, ns_ids: list[int], schema: Schema, only: set[int] | None) -> list[str]:
+    """Leaf columns (leaf names) whose type, or a struct field's, lags a lossless
+    widening of the namespace's (``ns_ids[i]`` is the namespace id of column ``i``);
+    with ``only``, just those whose field ids occur in it. Other type differences
+    are not lags (``check_leaf`` reports them)."""
+    out = []
+    for f, lids, fid in zip(base.arrow, base.ids, ns_ids, strict=True):
+        if not schema.has_id(fid):
+            continue
+        nf = schema.field_by_id(fid)
+        # a data file lists a struct's fields, not always the struct itself
+        if (
+            only is not None
+            and fid not in only
+            and not (_nested(f, nf) and only.intersection(namespace_field_ids(nf, fid)))
+        ):
+            continue
+        if is_lossless_widening(f.type, nf.type) or (
+            _nested(f, nf) and lags(layout_node(f, lids), namespace_node(nf, fid))
+        ):
+            out.append(f.name)
+    return out
+
+
+def _grown(base: IdLayout, ns_ids: list[int], schema: Schema, only: set[int] | None) -> list[str]:
+    """Leaf struct columns (leaf names) that lack fields the namespace added to them;
+    with ``only``, just those lacking a field whose id occurs in it."""
+    out = []
+    for f, lids, fid in zip(base.arrow, base.ids, ns_ids, strict=True):
+        if not (schema.has_id(fid) and _nested(f, schema.field_by_id(fid))):
+            continue
+        nf = schema.field_by_id(fid)
+        wanted = set(namespace_field_ids(nf, fid)) - set(lids)
+        if only is not None:
+            wanted &= only
+        if wanted and lacks(layout_node(f, lids), namespace_node(nf, fid)):
+            out.append(f.name)
+    return out
+
+
+def _nested(leaf: pa.Field, ns: pa.Field) -> bool:
+    """A struct column whose fields the leaf and the namespace may hold differently."""
+    return (
+        pa.types.is_struct(leaf.type)
+        and pa.types.is_struct(ns.type)
+        and not leaf.type.equals(ns.type)
+    )
 
 
 def leaf_fields_by_id(ds: lance.LanceDataset) -> dict[int, pa.Field]:
@@ -286,12 +338,16 @@ class ReadMapping:
             pa.field(c, schema.field(c).type, schema.field(c).nullable) for c in columns
         ]
         self.sources: list[pa.Field | None] = [by_id.get(schema.field_id(c)) for c in columns]
-        for target, source in zip(self.targets, self.sources, strict=True):
-            if (
-                source is not None
-                and not source.type.equals(target.type)
-                and not _castable(source.type, target.type)
-            ):
+        # struct columns whose fields differ: read field by field, matched by id
+        self.nested: dict[int, tuple[Node, Node]] = {}
+        for i, (target, source) in enumerate(zip(self.targets, self.sources, strict=True)):
+            if source is None or source.type.equals(target.type):
+                continue
+            if pa.types.is_struct(source.type) and pa.types.is_struct(target.type):
+                ns = namespace_node(schema.field(target.name), schema.field_id(target.name))
+                self.nested[i] = (leaf_node(leaf, source.name), ns)
+                continue
+            if not _castable(source.type, target.type):
                 raise SchemaError(
                     f"partition {label}: column {target.name!r} is {source.type} in the leaf and "
                     f"{target.type} in the namespace; the leaf is inconsistent with the namespace schema"
@@ -318,14 +374,16 @@ class ReadMapping:
 
     def conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays = []
-        for target, source in zip(self.targets, self.sources, strict=True):
+        where = f"reading partition {self.label}"
+        for i, (target, source) in enumerate(zip(self.targets, self.sources, strict=True)):
             if source is None:
                 arrays.append(pa.nulls(batch.num_rows, type=target.type))
+            elif i in self.nested:
+                leaf, ns = self.nested[i]
+                arrays.append(conform(batch.column(source.name), leaf, ns, _caster(where)))
             else:
                 col = batch.column(source.name)
-                arrays.append(
-                    _cast(target.name, col, target.type, f"reading partition {self.label}")
-                )
+                arrays.append(_cast(target.name, col, target.type, where))
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(self.targets))
 
     def conform_table(self, table: pa.Table) -> pa.Table:
@@ -342,6 +400,11 @@ class ReadMapping:
         ):
             return pa.Table.from_arrays([table.column(s.name) for s in self.sources], schema=schema)
         return pa.Table.from_batches([self.conform(b) for b in table.to_batches()], schema=schema)
+
+
+def _caster(where: str) -> Cast:
+    """``_cast`` for ``nested.conform``: each struct field cast as a column is."""
+    return lambda name, col, target: _cast(name, col, target, where)
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -369,10 +432,27 @@ class WriteMapping:
             (lf, None if fid is None else schema.field_by_id(fid))
             for lf, fid in zip(self.layout.arrow, target.namespace_ids, strict=True)
         ]
+        # struct columns whose fields differ from the namespace's: written field by
+        # field, matched by id (the leaf has gained the fields it lacked)
+        self.nested: dict[int, tuple[Node, Node]] = {
+            i: (namespace_node(nf, schema.field_id(nf.name)), layout_node(lf, lids))
+            for i, ((lf, nf), lids) in enumerate(zip(self.plan, self.layout.ids, strict=True))
+            if nf is not None
+            and pa.types.is_struct(lf.type)
+            and pa.types.is_struct(nf.type)
+            and not lf.type.equals(nf.type)
+        }
 
     def conform(self, table: pa.Table) -> pa.Table:
         arrays = []
-        for lf, nf in self.plan:
+        where = f"writing partition {self.label}"
+        for i, (lf, nf) in enumerate(self.plan):
+            if i in self.nested:
+                ns, leaf = self.nested[i]
+                col = table.column(nf.name)  # type: ignore[union-attr]
+                col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+                arrays.append(conform(col, ns, leaf, _caster(where)))
+                continue
             if nf is None:
                 if not lf.nullable:
                     raise SchemaError(
@@ -383,7 +463,7 @@ class WriteMapping:
                 continue
             col = table.column(nf.name)
             col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-            arrays.append(_cast(nf.name, col, lf.type, f"writing partition {self.label}"))
+            arrays.append(_cast(nf.name, col, lf.type, where))
         return pa.Table.from_arrays(arrays, schema=self.layout.arrow)
 
 
@@ -397,8 +477,13 @@ def namespace_ids_for(schema: Schema, field_id: int, lance_ids: list[int]) -> li
     want = [field_id, *lance_ids[1:]]
     if not schema.has_id(field_id):
         return want
+    nf = schema.field_by_id(field_id)
+    if lance_ids[0] == field_id and pa.types.is_struct(nf.type):
+        # a struct's fields are matched by id and evolve on their own (a leaf may
+        # lack a field added since): the same count of ids is no sign of drift
+        return want
     try:
-        nested = namespace_field_ids(schema.field_by_id(field_id), field_id)
+        nested = namespace_field_ids(nf, field_id)
     except SchemaError:  # FieldIdLayoutError, or a nested namespace id
         return want
     return nested if len(nested) == len(lance_ids) else want
@@ -492,7 +577,9 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
         nf = schema.field_by_id(fid)
         if lf.name != nf.name:
             problems.extend(_name_clash(schema, lf.name, fid, label))
-        if is_lossless_widening(lf.type, nf.type):
+        if _nested(lf, nf):
+            problems.extend(_nested_problems(leaf, lf, nf, fid, label))
+        elif is_lossless_widening(lf.type, nf.type):
             problems.append(
                 f"partition {label}: column {nf.name!r} is {lf.type} in the leaf, which lags the "
                 f"namespace's {nf.type} (reads cast it up; the next write into the partition, "
@@ -504,6 +591,27 @@ def check_leaf(schema: Schema, leaf: lance.LanceDataset, label: str) -> list[str
                 f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} in the namespace"
             )
     return problems
+
+
+def _nested_problems(
+    leaf: lance.LanceDataset, lf: pa.Field, nf: pa.Field, fid: int, label: str
+) -> list[str]:
+    """A struct column's fields against the namespace's, by id: renamed, added and
+    dropped fields are evolution (reads and writes map them); a lagging widening is
+    reported as a lag, any other type difference as an inconsistency."""
+    node, ns = leaf_node(leaf, lf.name), namespace_node(nf, fid)
+    if incompatible(node, ns):
+        return [
+            f"partition {label}: column {nf.name!r} is {lf.type} in the leaf but {nf.type} "
+            "in the namespace"
+        ]
+    if lags(node, ns):
+        return [
+            f"partition {label}: column {nf.name!r} is {lf.type} in the leaf, which lags the "
+            f"namespace's {nf.type} (reads cast it up; the next write into the partition, "
+            "or align_leaves(), widens it)"
+        ]
+    return []
 
 
 def _name_clash(schema: Schema, name: str, fid: int, label: str) -> list[str]:

@@ -46,10 +46,10 @@ def check_filter(expr: Expr, schema: Schema) -> None:
     parts = predicates(expr)
     # right to left: the LIKE named when several are wrong is the one named before
     for like in reversed([p for p in parts if isinstance(p, Like)]):
-        t = schema.field(like.ref.name).type
+        t = schema.field_at(like.ref.column).type
         if not (is_text(t) or is_bytes(t)):
             raise FilterError(
-                f"filter applies LIKE to column {like.ref.name!r} of type {t}; LIKE needs a "
+                f"filter applies LIKE to column {like.ref.dotted!r} of type {t}; LIKE needs a "
                 "string or binary column"
             )
     # leaves run the negation normal form, where a run of NOTs is gone

@@ -7,6 +7,7 @@ evaluate, and projected onto every spec's partition columns.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, Union
 
 import pyarrow.compute as pc
@@ -33,8 +34,11 @@ if TYPE_CHECKING:
     import datafusion
 
 
-def parse_any_filter(filter: FilterLike) -> Expr | None:
-    """The filter AST from SQL text, a pyarrow or DataFusion expression, or an AST."""
+def parse_any_filter(filter: FilterLike, columns: Collection[str] | None = None) -> Expr | None:
+    """The filter AST from SQL text, a pyarrow or DataFusion expression, or an AST.
+
+    ``columns``: the namespace's column names, which tell a table qualifier
+    (``t.col``) from a struct column (``s.a``) in SQL text (``parse_filter``)."""
     if filter is None:
         return None
     if isinstance(filter, Expr):
@@ -43,7 +47,7 @@ def parse_any_filter(filter: FilterLike) -> Expr | None:
         if not filter.strip():
             return None
         try:
-            return parse_filter(filter)
+            return parse_filter(filter, columns)
         except FilterParseError as exc:
             raise FilterError(str(exc)) from exc
     mod = type(filter).__module__
@@ -90,7 +94,7 @@ def prepare_filter(snapshot: Snapshot, filter: FilterLike) -> PreparedFilter:
         hit = snapshot.prepared_filters.get(key)
         if hit is not None:
             return hit
-    expr = parse_any_filter(filter)
+    expr = parse_any_filter(filter, snapshot.schema.names)
     if expr is not None:
         # Lance does not coerce text to dates, so leaves get the bound filter,
         # rendered with typed literals, rather than the caller's text.
