@@ -67,6 +67,10 @@ READ_CHANGE_FEED = "readChangeFeed"
 STARTING_VERSION = "startingVersion"
 MAX_VERSIONS_PER_TRIGGER = "maxVersionsPerTrigger"
 CHANGE_COLUMNS = tuple(f.name for f in CHANGE_FIELDS)
+# A task costs Spark far more than reading one changed partition's rows (about 3 ms for
+# a few hundred rows; a task of a micro-batch on local[2] costs tens of ms): a batch
+# gets one task per this many changed partitions, up to ``DEFAULT_MIN_TASKS``.
+CHANGES_PER_TASK = 16
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,9 @@ def read_stream_partition(part: StreamPartition) -> Iterator[pa.RecordBatch]:
 
 
 def _chunks(items: list[PlannedChange], count: int) -> list[list[PlannedChange]]:
-    """``items`` cut into at most ``count`` runs of nearly equal length, order kept."""
-    count = max(1, min(count, len(items)))
+    """``items`` cut into ``count`` runs (at most ``DEFAULT_MIN_TASKS``) of nearly equal
+    length, order kept."""
+    count = max(1, min(count, DEFAULT_MIN_TASKS, len(items)))
     size, extra = divmod(len(items), count)
     out, at = [], 0
     for i in range(count):
@@ -285,7 +290,8 @@ class LancePartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
     # -- planning and reading ------------------------------------------------------------
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """The tasks of the batch ``start`` .. ``end``: the partitions its versions changed
-        (only ``__manifest`` is read here), cut into up to 8 runs in commit order."""
+        (only ``__manifest`` is read here), cut into runs in commit order
+        (``CHANGES_PER_TASK``)."""
         begin, stop = int(start["version"]), int(end["version"])
         if stop <= begin:
             return []
@@ -298,7 +304,7 @@ class LancePartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
             return []
         return [
             StreamPartition(i, begin, stop, run, self.spec)
-            for i, run in enumerate(_chunks(planned, DEFAULT_MIN_TASKS))
+            for i, run in enumerate(_chunks(planned, -(-len(planned) // CHANGES_PER_TASK)))
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
