@@ -9,7 +9,7 @@ SF ?= 0.1
 # local (namespaces under ./data) or s3 (a local moto S3 server, started and stopped)
 STORAGE ?= local
 
-.PHONY: setup demo test lint format bench clean
+.PHONY: setup demo test lint format bench docs clean
 
 setup: $(VENV)/.installed
 
@@ -41,5 +41,9 @@ bench: setup
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) benchmarks/run_all.py
 
+# the documentation site (mkdocs.yml) into ./site; tests/test_docs_site.py builds it too
+docs: setup
+	$(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache build site *.egg-info

@@ -1,65 +1,12 @@
-"""The examples of docs/CHANGES.md and of the README's "Changing rows" section run as
-written, and the conflict rule CHANGES.md §5 states holds.
-
-The blocks of a document run in order in one empty directory (its examples use
-relative paths), sharing their variables as a reader's session would: each
-```python block is executed, each line of a ```bash block is a
-``lance-partitioned`` command run through the command line's ``main`` and must
-exit 0. The examples check their own results with ``assert`` (values worked
-out by hand from the rows they write).
-"""
+"""The conflict rules docs/CHANGES.md §5 states hold. (Its examples, like those of
+every page of docs/, run in tests/test_docs_examples.py.)"""
 
 from __future__ import annotations
 
-import re
-import shlex
-from pathlib import Path
-
 import pyarrow as pa
-import pytest
-from test_cli import run
-from test_search_docs import ROOT
 
 import lance_partitioned as lp
 from lance_partitioned.operations.change import merge as merge_module
-
-FENCE = re.compile(r"```(python|bash)\n(.*?)```", flags=re.S)
-
-
-def blocks(path: Path, section: str | None = None) -> list[tuple[str, str]]:
-    """(language, code) of the python and bash blocks of ``path`` (of its ``section``,
-    up to the next ``## `` heading), in document order."""
-    text = path.read_text()
-    if section is not None:
-        start = text.index(section)
-        nxt = text.find("\n## ", start + len(section))
-        text = text[start : nxt if nxt != -1 else len(text)]
-    return FENCE.findall(text)
-
-
-def run_blocks(found: list[tuple[str, str]], where: str) -> None:
-    scope: dict = {"__name__": "__doc_example__"}
-    for language, code in found:
-        if language == "python":
-            exec(compile(code, where, "exec"), scope)
-            continue
-        for line in code.splitlines():
-            args = shlex.split(line, comments=True)
-            if not args:
-                continue
-            assert args[0] == "lance-partitioned", line
-            run(*args[1:])  # exit code 0, or the assertion shows stderr
-
-
-@pytest.mark.parametrize(
-    "path, section", [("docs/CHANGES.md", None), ("README.md", "## Changing rows")]
-)
-def test_examples_run(tmp_path, monkeypatch, path, section):
-    found = blocks(ROOT / path, section)
-    assert {language for language, _ in found} == {"python", "bash"}, path
-    monkeypatch.chdir(tmp_path)
-    run_blocks(found, f"{path}:example")
-    assert lp.open("orders").validate() == []
 
 
 def test_two_merges_of_one_new_key_never_duplicate_it(tmp_path, monkeypatch):

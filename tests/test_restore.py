@@ -342,16 +342,3 @@ def test_cli_restore(history):
     err = run("restore", root, str(n), "--version", str(n), ok=1).stderr
     assert "pinned" in err and "Traceback" not in err
     assert tree_digest(root) == before
-
-
-def _python_blocks(path: Path, section: str) -> list[str]:
-    text = path.read_text()
-    start = text.index(section)
-    end = text.find("\n## ", start)
-    return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
-
-
-def test_the_restore_example_of_the_docs_runs():
-    blocks = _python_blocks(REPO / "docs" / "TRANSACTIONS.md", "### Restore")
-    assert len(blocks) == 1
-    exec(compile(blocks[0], "docs/TRANSACTIONS.md:restore", "exec"), {"__name__": "__doc__"})

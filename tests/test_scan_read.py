@@ -187,3 +187,13 @@ def test_to_arrow_gives_each_leaf_its_own_residual(tmp_path):
     )
     want = data.filter(mask).sort_by([("note", "ascending")])
     assert got.equals(want)
+
+
+def test_a_plan_shows_what_it_kept(tmp_path):
+    """``print(ns.plan(f))`` names the partitions kept and their versions, not only a count."""
+    schema = pa.schema([("id", pa.int64()), ("country", pa.string())])
+    ns = lp.create(str(tmp_path / "t"), schema, "country")
+    ns.append(pa.table({"id": list(range(8)), "country": ["US", "FR"] * 4}, schema))
+    assert repr(ns.plan("country = 'US'")) == "ScanPlan(1 task: {'country': 'US'} @ v1)"
+    assert repr(ns.plan("country = 'XX'")) == "ScanPlan(0 tasks)"
+    assert repr(ns.plan()).startswith("ScanPlan(2 tasks: {'country': ")

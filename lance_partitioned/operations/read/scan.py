@@ -119,6 +119,8 @@ def read_leaf(
             yield kept.select([*columns, ROW_ADDRESS] if with_address else columns)
 
 
+REPR_TASKS = 5  # tasks a plan's repr shows: enough to see what it kept
+
 ROW_ADDRESS = "_rowaddr"  # Lance's name for a row's address (fragment id << 32 | offset)
 
 
@@ -189,7 +191,12 @@ class ScanPlan(Sequence[ScanTask]):
     __hash__ = None  # type: ignore[assignment]  # list semantics: unhashable
 
     def __repr__(self) -> str:
-        return f"ScanPlan({len(self)} tasks)"
+        """The task count and the first tasks' partition values and versions, e.g.
+        ``ScanPlan(2 tasks: {'country': 'US'} @ v1, {'country': 'FR'} @ v1)``."""
+        shown = [f"{t.partition_values} @ v{t.read_version}" for t in self[:REPR_TASKS]]
+        more = f", ... {len(self) - REPR_TASKS} more" if len(self) > REPR_TASKS else ""
+        tasks = "1 task" if len(self) == 1 else f"{len(self)} tasks"
+        return f"ScanPlan({tasks}: {', '.join(shown)}{more})" if shown else "ScanPlan(0 tasks)"
 
     def _tasks(self, start: int, length: int) -> list[ScanTask]:
         """Tasks of the plan's entries ``start .. start + length``, built straight from
