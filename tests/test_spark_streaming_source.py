@@ -1,4 +1,5 @@
-"""``spark.readStream.format("lance_partitioned")``: the streaming source (docs/STREAMING_SOURCE.md).
+"""``spark.readStream.format("lance_partitioned")``: the streaming source (docs/STREAMING_SOURCE.md;
+its examples run in tests/test_docs_spark_examples.py).
 
 Every expected answer comes from the data the test wrote, or from pandas over the
 namespace's snapshots (``lp.open(root, version=v).to_arrow()``), never from the change
@@ -255,16 +256,3 @@ def test_a_batch_read_refuses_read_change_feed(spark, tmp_path):
     df = spark.read.format("lance_partitioned").option("readChangeFeed", "true").load(root)
     with pytest.raises(Exception, match="is for spark.readStream"):
         df.collect()
-
-
-def test_docs_examples_run(spark, tmp_path, monkeypatch):
-    """docs/STREAMING_SOURCE.md's python blocks run in order, as written, in one scope
-    that holds the session as ``spark``; they check their own results."""
-    from test_changes_docs import blocks
-
-    found = blocks(REPO / "docs" / "STREAMING_SOURCE.md", "## Streaming source")
-    assert [language for language, _ in found] == ["python", "python"]
-    monkeypatch.chdir(tmp_path)
-    scope: dict = {"__name__": "__doc_example__", "spark": spark}
-    for _, code in found:
-        exec(compile(code, "docs/STREAMING_SOURCE.md", "exec"), scope)
