@@ -10,6 +10,7 @@ number), so the order rows arrive in says which commit they came from.
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -75,9 +76,13 @@ def stream(spark, root: str, tmp_path: Path, **options: str):
     return reader.load(root), str(checkpoint)
 
 
-def run_available_now(spark, root: str, tmp_path: Path, **options: str) -> Collected:
-    """Run a ``Trigger.AvailableNow`` query over ``root`` to its end; its batches."""
-    df, checkpoint = stream(spark, root, tmp_path, **options)
+def run_available_now(
+    spark, root: str, tmp_path: Path, checkpoint: str | None = None, **options: str
+) -> Collected:
+    """Run a ``Trigger.AvailableNow`` query over ``root`` to its end (on ``checkpoint``:
+    a fresh one when None); its batches."""
+    df, fresh = stream(spark, root, tmp_path, **options)
+    checkpoint = checkpoint or fresh
     out = Collected()
     query = (
         df.writeStream.foreachBatch(out)
@@ -256,3 +261,38 @@ def test_a_batch_read_refuses_read_change_feed(spark, tmp_path):
     df = spark.read.format("lance_partitioned").option("readChangeFeed", "true").load(root)
     with pytest.raises(Exception, match="is for spark.readStream"):
         df.collect()
+
+
+def test_a_restarted_query_resumes_from_its_checkpoint(spark, tmp_path):
+    root, ns = new_namespace(tmp_path)
+    start = ns.version
+    ns.append(batch(1))
+    checkpoint = str(tmp_path / "checkpoint")
+    first = run_available_now(spark, root, tmp_path, checkpoint, startingVersion=str(start + 1))
+    ns.append(batch(2))
+    # startingVersion applies to a new query only: the checkpoint says where to resume
+    again = run_available_now(spark, root, tmp_path, checkpoint, startingVersion=str(start + 1))
+    assert rows(first.all) == rows(batch(1))
+    assert rows(again.all) == rows(batch(2))
+
+
+def test_what_executors_receive_holds_no_lance_handle_and_reads_the_rows(tmp_path):
+    """No Spark: the reader and a batch's partitions pickle without a Lance object (as
+    PySpark ships them), and read back the appended rows in another reader."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from lance_partitioned.spark.stream_source import LancePartitionedStreamReader
+    from lance_partitioned.spark.types import arrow_to_spark
+
+    root, ns = new_namespace(tmp_path)
+    start = ns.version
+    ns.append(batch(1))
+    ns.append(batch(2, keys="abcdefghij"))
+    reader = LancePartitionedStreamReader({"path": root}, arrow_to_spark(SCHEMA))
+    end = reader.latestOffset({"version": start}, ReadAllAvailable())
+    assert end == {"version": ns.version}
+    blob = pickle.dumps((reader, reader.partitions({"version": start}, end)))
+    assert b"LanceDataset" not in blob and b"lance.dataset" not in blob
+    shipped, partitions = pickle.loads(blob)
+    got = pa.Table.from_batches([b for p in partitions for b in shipped.read(p)])
+    assert rows(got) == rows(pa.concat_tables([batch(1), batch(2, keys="abcdefghij")]))
