@@ -217,6 +217,22 @@ class DuplicateKeyError(InvalidArgumentError):
     """A merge's source gives one key more than once (which row would win is undefined)."""
 
 
+class RowsRemovedError(PartitionedNamespaceError):
+    """A stream of appended rows (the Spark streaming source without ``readChangeFeed``)
+    reached a ``__manifest`` version that deleted or updated rows it streams.
+
+    The stream delivers every version before it and stops there: appended rows alone
+    cannot say that rows went away. ``version`` is that version, ``operation`` what its
+    commit did (``ns.history()``'s operation), ``rows`` the rows it deleted.
+    """
+
+    def __init__(self, message: str, version: int, operation: str, rows: int):
+        super().__init__(message)
+        self.version = version
+        self.operation = operation
+        self.rows = rows
+
+
 class UnknownStorageOptionWarning(UserWarning):
     """A storage option key is not one Lance or this library is known to read.
 

@@ -43,6 +43,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceWriter,
     Filter,
     InputPartition,
@@ -53,6 +54,7 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import And, Expr
 from lance_partitioned.operations.read.scan_filter import parse_any_filter
+from lance_partitioned.spark import stream_source
 from lance_partitioned.spark.filters import FilterTranslator
 from lance_partitioned.spark.options import SourceOptions
 from lance_partitioned.spark.planning import (
@@ -206,10 +208,15 @@ class LancePartitionedDataSource(DataSource):
     def schema(self) -> StructType:
         opts = SourceOptions.parse(self.options)
         snapshot = load_snapshot(opts.root, opts.version, opts.storage_options)
-        return arrow_to_spark(projected_schema(snapshot, opts.columns))
+        columns = projected_schema(snapshot, opts.columns)
+        return arrow_to_spark(stream_source.with_change_columns(columns, self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        stream_source.refuse_batch_change_feed(self.options)
         return LancePartitionedReader(SourceOptions.parse(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        return stream_source.LancePartitionedStreamReader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from lance_partitioned.spark.sink import plan_write

@@ -27,6 +27,9 @@ Reading:
 - ``scanLog``: a file to which every planned scan appends one JSON line (partitions
   scanned / total, pushed filter). The environment variable
   ``LANCE_PARTITIONED_SCAN_LOG`` sets a default; it must be set before Spark starts.
+- Streaming reads (``spark.readStream``) also take ``startingVersion``,
+  ``readChangeFeed`` and ``maxVersionsPerTrigger``, parsed by ``spark.stream_source``
+  (docs/STREAMING_SOURCE.md).
 
 Writing:
 - ``spec``: partition spec for a namespace the write creates, Iceberg-like

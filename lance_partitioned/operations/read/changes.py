@@ -162,6 +162,16 @@ class LeafChange(NamedTuple):
     after: Leaf | None
 
 
+class PlannedChange(NamedTuple):
+    """One partition one commit changed, with the commit's version and time: the unit a
+    parallel reader of the feed reads (``ChangeFeed.planned``, ``ChangeFeed.read_planned``).
+    Plain data (no Lance handles), so it can be shipped to another process."""
+
+    version: int
+    timestamp: Any
+    change: LeafChange
+
+
 @lance_boundaries
 class ChangeFeed:
     """Rows inserted and deleted by the commits after ``start`` up to ``end`` (a Scan-like
@@ -377,10 +387,32 @@ class ChangeFeed:
             if not leaves:
                 continue
             with ThreadPoolExecutor(min(8, len(leaves))) as pool:
-                for deleted, inserted in pool.map(self._leaf_rows, leaves):
-                    for rows, kind in ((deleted, DELETE), (inserted, INSERT)):
-                        if rows.num_rows:
-                            yield from self._labelled(rows, kind, version, when).to_batches()
+                for rows in pool.map(self._leaf_rows, leaves):
+                    yield from self._labelled_pair(rows, version, when)
+
+    def planned(self) -> Iterator[PlannedChange]:
+        """The partitions each commit changed, in commit order, without reading their
+        rows (only ``__manifest`` versions are compared): what ``to_batches`` reads,
+        split so that other processes can read the pieces (``read_planned``)."""
+        for version, when, leaves in self._commits():
+            for change in leaves:
+                yield PlannedChange(version, when, change)
+
+    def read_planned(self, planned: PlannedChange) -> Iterator[pa.RecordBatch]:
+        """The change rows of one piece of ``planned()``, deletes then inserts, as
+        ``to_batches`` yields them. The piece may come from another ``ChangeFeed`` over
+        the same range (another process): only the end snapshot, filter and columns
+        shape the rows."""
+        return self._labelled_pair(
+            self._leaf_rows(planned.change), planned.version, planned.timestamp
+        )
+
+    def _labelled_pair(
+        self, rows: tuple[pa.Table, pa.Table], version: int, when: Any
+    ) -> Iterator[pa.RecordBatch]:
+        for table, kind in zip(rows, (DELETE, INSERT), strict=True):
+            if table.num_rows:
+                yield from self._labelled(table, kind, version, when).to_batches()
 
     def _labelled(self, rows: pa.Table, kind: str, version: int, when: Any) -> pa.Table:
         n = rows.num_rows
