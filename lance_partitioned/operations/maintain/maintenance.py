@@ -34,7 +34,7 @@ from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import is_commit_conflict
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
     CommitConflictError,
     PartitionedNamespaceError,
@@ -44,7 +44,12 @@ from lance_partitioned.errors import (
 from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction, new_txn_id
+from lance_partitioned.operations.txn.driver import (
+    LeafTransaction,
+    LeafWork,
+    StageMany,
+    new_txn_id,
+)
 from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
@@ -380,6 +385,7 @@ def compact(
     target_rows_per_fragment: int = 1 << 20,
     compact_manifest: bool = True,
     progress: Progress = NO_PROGRESS,
+    stage_many: StageMany | None = None,
 ) -> MaintenanceReport:
     """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
 
@@ -388,31 +394,46 @@ def compact(
     (``operations.txn.leases``) while it runs. ``target_rows_per_fragment`` must be
     a positive integer (InvalidArgumentError, before the lease). A conflicting
     ``__manifest`` commit is retried under ``catalog.retry.COMMIT_RETRY``.
+    ``stage_many``: where the leaves are rewritten (``LeafTransaction.stage_works``;
+    default this process's threads, ``spark.maintenance`` Spark's tasks).
     """
     target_rows_per_fragment = positive_int("target_rows_per_fragment", target_rows_per_fragment)
     with leases.hold(manifest, "compaction") as lease:
-        return _compact(manifest, target_rows_per_fragment, compact_manifest, lease, progress)
+        report = MaintenanceReport()
+        _compact(manifest, target_rows_per_fragment, lease, report, progress, stage_many)
+        if compact_manifest:
+            report.manifest_compacted = _compact_manifest(manifest)
+        report.version = manifest.dataset().version
+    return report
+
+
+def stage_compaction(work: LeafWork, txn: str, opts: dict[str, str] | None) -> StagedLeaf | None:
+    """Compaction's ``StageOne``: rewrite the leaf's small fragments on its published main
+    content. Best effort per leaf: a leaf that cannot be staged now (a conflict, foreign
+    versions, a branch pin) is left alone, with the reason in ``work.skipped``."""
+    try:
+        published = published_version(work.uri, work.leaf, opts)
+        return stage_leaf(work.uri, published, work.change, txn, opts)
+    except PartitionedNamespaceError as exc:
+        work.skipped = str(exc)
+        log.info("compaction skipped %s: %s", work.key, exc)
+        return None
 
 
 def _compact(
     manifest: Manifest,
     target_rows_per_fragment: int,
-    compact_manifest: bool,
     lease: leases.Lease | None,
+    report: MaintenanceReport,
     progress: Progress = NO_PROGRESS,
-) -> MaintenanceReport:
-    report = MaintenanceReport()
+    stage_many: StageMany | None = None,
+) -> None:
     snapshot = Snapshot.load(manifest, for_write=True)
     changes: dict[str, CompactFiles] = {}
     planned = {leaf.object_id: leaf for leaf in snapshot.leaves()}
     published = None
     progress.start(len(planned))
     with LeafTransaction(manifest, snapshot, "compaction", lease=lease) as tx:
-
-        def stage(leaf: Leaf) -> StagedLeaf:  # main only: a branch-pinned leaf is skipped
-            uri, opts = snapshot.leaf_uri(leaf.location), manifest.storage_options
-            change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
-            return stage_leaf(uri, published_version(uri, leaf, opts), change, tx.staged.txn, opts)
 
         def rows(base: Snapshot) -> tuple[pa.Table | None, tuple[()]] | None:
             return tx.republished(base) if tx.versions() else None  # None: all skipped
@@ -426,11 +447,17 @@ def _compact(
             tx.rollback(moved)
             return base
 
-        tx.stage(
-            list(planned.values()),
-            _tolerant(stage, report),
-            on_done=lambda _leaf, _s: progress.advance(),
-        )
+        def done(work: LeafWork, _staged: StagedLeaf | None) -> None:
+            changes[work.key] = work.change  # from a Spark task: a copy, with its counters
+            if work.skipped is not None:
+                report.skipped.append(work.key)
+            progress.advance()
+
+        works = [
+            tx.work(oid, leaf, CompactFiles(target_rows_per_fragment))
+            for oid, leaf in planned.items()
+        ]
+        tx.stage_works(works, stage_compaction, done, stage_many)
         pause_point("leaves_staged")
         try:
             published = tx.publish(
@@ -451,24 +478,6 @@ def _compact(
         compacted = set(tx.versions())
         report.leaves_compacted = len(compacted)
         report.fragments_rewritten = sum(changes[oid].rewritten for oid in compacted)
-    if compact_manifest:
-        report.manifest_compacted = _compact_manifest(manifest)
-    report.version = manifest.dataset().version
-    return report
-
-
-def _tolerant(fn: Any, report: MaintenanceReport) -> Any:
-    """Compaction is best effort per leaf: a leaf that cannot be staged now is skipped."""
-
-    def wrapped(leaf: Leaf) -> StagedLeaf | None:
-        try:
-            return fn(leaf)
-        except PartitionedNamespaceError as exc:  # conflicts, foreign versions, branch pins
-            report.skipped.append(leaf.object_id)
-            log.info("compaction skipped %s: %s", leaf.object_id, exc)
-            return None
-
-    return wrapped
 
 
 def _compact_manifest(manifest: Manifest) -> bool:
@@ -483,4 +492,11 @@ def _compact_manifest(manifest: Manifest) -> bool:
         raise
 
 
-__all__ = ["MaintenanceReport", "cleanup", "compact", "leaf_references", "vacuum"]
+__all__ = [
+    "MaintenanceReport",
+    "cleanup",
+    "compact",
+    "leaf_references",
+    "stage_compaction",
+    "vacuum",
+]
