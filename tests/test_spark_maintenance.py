@@ -1,5 +1,5 @@
 """Maintenance on Spark's executors (``lps.compact``, ``lps.create_index``,
-``lps.optimize_indexes``) against the single-machine calls on an identical namespace.
+``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``) against the single-machine calls on an identical namespace.
 
 The oracle of every comparison is independent of the code under test: the rows come
 from the source tables (sorted with pyarrow), the fragment counts and index coverage
@@ -23,7 +23,9 @@ from conftest import EVENTS_SCHEMA, local_only, make_events
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import DistributedTaskError, InvalidArgumentError
+from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
 from lance_partitioned.operations.maintain import maintenance
+from lance_partitioned.operations.txn.staging import stage_leaf
 
 pytest.importorskip("pyspark")
 
@@ -141,7 +143,7 @@ def test_a_failed_task_publishes_nothing_and_vacuum_removes_its_leftovers(
     assert ns.version == version and _fragments(ns) == fragments
     assert ns.to_arrow().sort_by("id").equals(_expected())
     assert _unpublished_files(ns) > 0  # the compacted files the tasks wrote
-    ns.vacuum(older_than=dt.timedelta(0))
+    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0))
     assert _unpublished_files(ns) == 0
     snap = Snapshot.load(ns.manifest)
     for leaf in snap.leaves():  # the latest version of every leaf reads the published files
@@ -158,6 +160,61 @@ def test_compact_on_spark_refuses_a_bad_target_before_anything(spark, tmp_path):
     with pytest.raises(InvalidArgumentError, match="target_rows_per_fragment"):
         lps.compact(spark, ns.root, target_rows_per_fragment=0)
     assert lp.open(ns.root).version == version
+
+
+def _leave_crashed_compactions(ns: lp.PartitionedNamespace) -> None:
+    """Every leaf gets a staged, never published compaction: a writer that crashed."""
+    snap = Snapshot.load(ns.manifest)
+    opts = ns.manifest.storage_options
+    for leaf in snap.leaves():
+        uri = snap.leaf_uri(leaf.location)
+        stage_leaf(uri, leaf.read_version, CompactFiles(), "crashed", opts)
+
+
+def _counts(report) -> tuple:
+    """What a report counts, but bytes: manifest files differ in size between namespaces
+    (random object ids)."""
+    return (
+        report.manifest_versions_removed,
+        report.leaf_versions_removed,
+        report.files_removed,
+        report.dirs_removed,
+        report.leaves_healed,
+        report.skipped,
+    )
+
+
+def _leaf_versions(ns: lp.PartitionedNamespace) -> dict[tuple, int]:
+    snap = Snapshot.load(ns.manifest)
+    opts = ns.manifest.storage_options
+    return {
+        leaf.values: len(
+            lance.dataset(snap.leaf_uri(leaf.location), storage_options=opts).versions()
+        )
+        for leaf in snap.leaves()
+    }
+
+
+def test_cleanup_and_vacuum_on_spark_equal_the_single_machine_calls(spark, store):
+    opts = _opts(store)
+    a, b = _build(store.root("a"), opts), _build(store.root("b"), opts)
+    for ns in (a, b):
+        _leave_crashed_compactions(ns)
+    vacuumed = lps.vacuum(spark, a.root, older_than=dt.timedelta(0), storage_options=opts)
+    single = b.vacuum(older_than=dt.timedelta(0))
+    assert _counts(vacuumed) == _counts(single)
+    assert vacuumed.leaves_healed == 5 and vacuumed.files_removed > 0
+    cleaned = lps.cleanup(spark, a.root, older_than=dt.timedelta(0), storage_options=opts)
+    single = b.cleanup(older_than=dt.timedelta(0))
+    assert _counts(cleaned) == _counts(single)
+    assert cleaned.manifest_versions_removed > 0 and cleaned.leaf_versions_removed > 0
+    # the published version, and the healing restore above it (the latest is never removed)
+    assert _leaf_versions(a) == _leaf_versions(b) == dict.fromkeys(_leaf_versions(b), 2)
+    for ns in (a, b):
+        ns.refresh()
+        assert len(ns.versions()) == 1
+        assert ns.to_arrow().sort_by("id").equals(_expected())
+        assert ns.validate() == []
 
 
 def _vectors(n: int, seed: int) -> pa.Table:

@@ -1,5 +1,5 @@
 """Maintenance on Spark's executors: ``lps.compact``, ``lps.create_index``,
-``lps.optimize_indexes``.
+``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``.
 
 Each call is the single-machine operation (``operations.maintain.maintenance``,
 ``search.build``) with its per-leaf staging moved into Spark tasks; everything
@@ -15,6 +15,12 @@ else stays on the driver and is the same code:
    ``__manifest`` commit, with the check before publishing, conflict handling and
    rollback of the single-machine call (``LeafTransaction.stage_works``).
 
+``lps.cleanup`` and ``lps.vacuum`` are the single-machine calls with each leaf
+swept (``maintenance.sweep_leaf``: heal, drop unreferenced old versions, delete
+unreferenced files) by a task; the driver reads which leaf versions every retained
+``__manifest`` version references, removes ``__manifest`` versions (cleanup) and
+orphan partition directories (vacuum), and sums the tasks' reports.
+
 A task that fails rolls back what it staged itself; the job then fails and the
 driver publishes nothing (``DistributedTaskError``). Versions staged by tasks that
 had finished, or by a task whose process died, stay unpublished: readers never see
@@ -27,6 +33,7 @@ partitions and tasks, and the transaction id that ``history()`` and the leaves'
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
@@ -35,9 +42,14 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lance_partitioned.catalog.manifest import Manifest
+from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import DistributedTaskError, lance_boundary, lance_message
 from lance_partitioned.operations.maintain import maintenance
-from lance_partitioned.operations.maintain.maintenance import MaintenanceReport
+from lance_partitioned.operations.maintain.maintenance import (
+    LeafSweep,
+    MaintenanceReport,
+    SweepMany,
+)
 from lance_partitioned.operations.txn.driver import (
     LeafTransaction,
     LeafWork,
@@ -51,10 +63,32 @@ from lance_partitioned.operations.txn.staged_check import StagedLeaf
 SLICES_PER_CORE = 4  # tasks per default-parallelism slot: a slow leaf delays less
 
 
+def _run_job(
+    spark: SparkSession,
+    what: str,
+    description: str,
+    items: Sequence[Any],
+    tasks: int | None,
+    task: Callable[[Iterable[Any]], Iterable[Any]],
+) -> list[Any]:
+    """Run ``task`` on the items in Spark tasks (``tasks`` of them; default
+    ``SLICES_PER_CORE`` per default-parallelism slot, at most one per item) as one job
+    named ``description`` in the Spark UI; every task's results, or DistributedTaskError."""
+    if not items:
+        return []
+    sc = spark.sparkContext
+    n = min(len(items), tasks or sc.defaultParallelism * SLICES_PER_CORE)
+    sc.setJobDescription(f"lance_partitioned {what}: {description} in {n} tasks")
+    try:
+        return sc.parallelize(list(items), n).mapPartitions(task).collect()
+    except Exception as exc:
+        raise _task_failed(what, exc) from exc
+    finally:
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # clears it
+
+
 def stager(spark: SparkSession, what: str, tasks: int | None = None) -> StageMany:
-    """A ``StageMany`` that stages the works in Spark tasks of ``spark`` (``tasks`` of
-    them; default ``SLICES_PER_CORE`` per default-parallelism slot, at most one per leaf),
-    as one job described as ``what`` in the Spark UI."""
+    """A ``StageMany`` that stages the works in Spark tasks (``_run_job``)."""
 
     def stage_many(
         tx: LeafTransaction,
@@ -62,28 +96,33 @@ def stager(spark: SparkSession, what: str, tasks: int | None = None) -> StageMan
         one: StageOne,
         record: Callable[[LeafWork, Any], None],
     ) -> None:
-        if not works:
-            return
-        sc = spark.sparkContext
-        n = min(len(works), tasks or sc.defaultParallelism * SLICES_PER_CORE)
         txn, opts = tx.staged.txn, tx.manifest.storage_options
-        sc.setJobDescription(
-            f"lance_partitioned {what}: {len(works)} partitions of {tx.manifest.root} "
-            f"in {n} tasks (transaction {txn})"
-        )
-        try:
-            out = sc.parallelize(list(works), n).mapPartitions(
-                partial(_stage_task, one=one, txn=txn, opts=opts)
-            )
-            results = out.collect()
-        except Exception as exc:
-            raise _task_failed(what, txn, exc) from exc
-        finally:
-            sc.setJobDescription(None)  # type: ignore[arg-type]  # clears it
-        for work, staged in results:
+        description = f"{len(works)} partitions of {tx.manifest.root} (transaction {txn})"
+        task = partial(_stage_task, one=one, txn=txn, opts=opts)
+        for work, staged in _run_job(spark, what, description, works, tasks, task):
             record(work, staged)
 
     return stage_many
+
+
+def sweeper(spark: SparkSession, what: str, root: str, tasks: int | None = None) -> SweepMany:
+    """A ``SweepMany`` that sweeps the leaves in Spark tasks (``_run_job``)."""
+
+    def sweep_many(
+        sweeps: Sequence[LeafSweep], opts: dict[str, str] | None
+    ) -> list[MaintenanceReport]:
+        task = partial(_sweep_task, opts=opts)
+        return _run_job(spark, what, f"{len(sweeps)} partitions of {root}", sweeps, tasks, task)
+
+    return sweep_many
+
+
+def _sweep_task(
+    sweeps: Iterable[LeafSweep], opts: dict[str, str] | None
+) -> Iterator[MaintenanceReport]:
+    """One Spark task: ``sweep_leaf`` on each of its leaves, one after another."""
+    for sweep in sweeps:
+        yield maintenance.sweep_leaf(sweep, opts)
 
 
 def _stage_task(
@@ -104,14 +143,14 @@ def _stage_task(
 _ERROR_LINE = re.compile(r"^\s*([\w.]+(?:Error|Exception)): (.+)$", re.M)
 
 
-def _task_failed(what: str, txn: str, exc: BaseException) -> DistributedTaskError:
-    """The error of a failed staging job: what failed, in one line (no JVM stack)."""
+def _task_failed(what: str, exc: BaseException) -> DistributedTaskError:
+    """The error of a failed job: what failed, in one line (no JVM stack)."""
     found = _ERROR_LINE.findall(str(exc))
     reason = f"{found[-1][0]}: {found[-1][1]}" if found else type(exc).__name__
     return DistributedTaskError(
-        f"{what}: a Spark task failed, so nothing was published (transaction {txn}): "
-        f"{lance_message(Exception(reason))}. Leaf versions the tasks staged are "
-        "unpublished; vacuum removes them"
+        f"{what}: a Spark task failed ({lance_message(Exception(reason))}), so nothing was "
+        "published; leaf versions and files tasks wrote are unpublished, and vacuum "
+        "removes them"
     )
 
 
@@ -194,3 +233,57 @@ def optimize_indexes(
 
     manifest = Manifest(str(root), storage_options)
     return build.optimize_indexes(manifest, stage_many=stager(spark, "optimize_indexes", tasks))
+
+
+def _swept(
+    call: Callable[..., MaintenanceReport],
+    spark: SparkSession,
+    root: str,
+    older_than: dt.timedelta,
+    storage_options: dict[str, str] | None,
+    tasks: int | None,
+) -> MaintenanceReport:
+    """``call`` (``maintenance.cleanup`` or ``vacuum``) with the leaves swept by Spark."""
+    manifest = Manifest(str(root), storage_options)
+    Snapshot.load(manifest, for_write=True)  # refuses a damaged namespace, as ns.cleanup does
+    what = call.__name__
+    return call(manifest, older_than, sweep_many=sweeper(spark, what, manifest.root, tasks))
+
+
+@lance_boundary
+def cleanup(
+    spark: SparkSession,
+    root: str,
+    older_than: dt.timedelta = dt.timedelta(days=7),
+    *,
+    storage_options: dict[str, str] | None = None,
+    tasks: int | None = None,
+) -> MaintenanceReport:
+    """``ns.cleanup``: the driver removes old ``__manifest`` versions, Spark tasks the leaf
+    versions only they read (``sweep_leaf`` per leaf); the same rules and report.
+
+    Example::
+
+        lps.cleanup(spark, root, older_than=timedelta(days=7))
+    """
+    return _swept(maintenance.cleanup, spark, root, older_than, storage_options, tasks)
+
+
+@lance_boundary
+def vacuum(
+    spark: SparkSession,
+    root: str,
+    older_than: dt.timedelta = dt.timedelta(days=1),
+    *,
+    storage_options: dict[str, str] | None = None,
+    tasks: int | None = None,
+) -> MaintenanceReport:
+    """``ns.vacuum``: Spark tasks heal each leaf and delete its unreferenced versions and
+    files; the driver removes orphan partition directories and ``__manifest``'s orphan
+    files. The same rules and report.
+
+    Example::
+
+        lps.vacuum(spark, root, older_than=timedelta(days=1))
+    """
+    return _swept(maintenance.vacuum, spark, root, older_than, storage_options, tasks)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +86,12 @@ class MaintenanceReport:
     live_leases: int = 0  # transactions in flight whose files and versions were kept
     version: int | None = None  # __manifest version after the call
     skipped: list[str] = field(default_factory=list)  # partitions left for next time
+
+    def add(self, part: MaintenanceReport) -> None:
+        """Count ``part`` (one leaf's sweep) in this report."""
+        for name in ("leaf_versions_removed", "files_removed", "bytes_removed", "leaves_healed"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+        self.skipped.extend(part.skipped)
 
 
 def _now() -> dt.datetime:
@@ -238,34 +245,69 @@ def _remove_leaf_versions(
     report.files_removed += stats.data_files_removed + stats.deletion_files_removed
 
 
+@dataclass
+class LeafSweep:
+    """One leaf's part of a cleanup or vacuum, picklable so that any process can do it
+    (``sweep_leaf``): the versions to keep, the published one, the cutoff."""
+
+    location: str
+    uri: str
+    keep: set[int]
+    current: int | None  # the read_version the latest __manifest version publishes
+    cutoff: dt.datetime
+    heal: bool
+
+
+# Runs ``sweep_leaf`` over the sweeps, returning each one's report: here (the default,
+# one after another) or on Spark's executors (``spark.maintenance``).
+SweepMany = Callable[[Sequence[LeafSweep], "dict[str, str] | None"], Iterable[MaintenanceReport]]
+
+
+def sweep_leaf(sweep: LeafSweep, opts: dict[str, str] | None) -> MaintenanceReport:
+    """Heal the leaf (vacuum), drop its unreferenced old versions and (vacuum) the files
+    no version references; best effort: a leaf that fails is reported skipped and the
+    next run retries it."""
+    report = MaintenanceReport()
+    try:
+        current = sweep.current
+        if sweep.heal and current is not None and _heal(sweep.uri, current, sweep.cutoff, opts):
+            report.leaves_healed += 1
+        _remove_leaf_versions(sweep.uri, sweep.keep, sweep.cutoff, opts, report)
+        if sweep.heal:
+            _sweep_orphan_files(sweep.uri, sweep.cutoff, opts, report)
+    except Exception as exc:
+        if not is_commit_conflict(exc):
+            log.warning("maintenance skipped leaf %s: %s", sweep.location, exc)
+        report.skipped.append(sweep.location)
+    return report
+
+
 def _sweep_leaves(
     manifest: Manifest,
     cutoff: dt.datetime,
     heal: bool,
     report: MaintenanceReport,
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> set[str]:
-    """Heal (optionally) and drop unreferenced old versions of every referenced leaf."""
+    """Heal (optionally) and drop unreferenced old versions of every referenced leaf,
+    each by ``sweep_leaf``: in this process, or where ``sweep_many`` runs them."""
     refs, current = leaf_references(manifest)
-    opts = manifest.storage_options
-    progress.start(len(refs))
-    for location, keep in sorted(refs.items()):
-        progress.advance()
-        uri = join_uri(manifest.root, location)
-        try:
-            if (
-                heal
-                and current.get(location) is not None
-                and _heal(uri, current[location], cutoff, opts)
-            ):
-                report.leaves_healed += 1
-            _remove_leaf_versions(uri, keep, cutoff, opts, report)
-            if heal:
-                _sweep_orphan_files(uri, cutoff, opts, report)
-        except Exception as exc:  # best effort per leaf; the next run retries
-            if not is_commit_conflict(exc):
-                log.warning("maintenance skipped leaf %s: %s", location, exc)
-            report.skipped.append(location)
+    sweeps = [
+        LeafSweep(loc, join_uri(manifest.root, loc), keep, current.get(loc), cutoff, heal)
+        for loc, keep in sorted(refs.items())
+    ]
+    progress.start(len(sweeps))
+
+    def here(
+        items: Sequence[LeafSweep], opts: dict[str, str] | None
+    ) -> Iterator[MaintenanceReport]:
+        for sweep in items:
+            progress.advance()
+            yield sweep_leaf(sweep, opts)
+
+    for part in (sweep_many or here)(sweeps, manifest.storage_options):
+        report.add(part)
     return set(refs)
 
 
@@ -319,6 +361,7 @@ def cleanup(
     manifest: Manifest,
     older_than: dt.timedelta = dt.timedelta(days=7),
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> MaintenanceReport:
     """Remove ``__manifest`` versions superseded before ``now - older_than`` (tags are kept),
     then every leaf version that no remaining manifest version references and that is older
@@ -326,15 +369,20 @@ def cleanup(
 
     Contract: a snapshot (manifest version) that was current at any time within
     the retention period, or is tagged, or a restore in flight needs, stays fully
-    readable.
+    readable. ``sweep_many``: where the leaves are swept (default here, one by one).
     """
     older_than = check_retention(older_than, "cleanup")
     # announced before the leases are read: a restore that begins later waits for it
     with leases.hold(manifest, "cleanup", removes_versions=True):
-        return _cleanup(manifest, older_than, progress)
+        return _cleanup(manifest, older_than, progress, sweep_many)
 
 
-def _cleanup(manifest: Manifest, older_than: dt.timedelta, progress: Progress) -> MaintenanceReport:
+def _cleanup(
+    manifest: Manifest,
+    older_than: dt.timedelta,
+    progress: Progress,
+    sweep_many: SweepMany | None = None,
+) -> MaintenanceReport:
     report = MaintenanceReport()
     cutoff, restoring = _honour_leases(manifest, _now() - older_than, report)
     ds = manifest.dataset()
@@ -349,7 +397,7 @@ def _cleanup(manifest: Manifest, older_than: dt.timedelta, progress: Progress) -
         stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
         report.manifest_versions_removed = stats.old_versions
         report.bytes_removed += stats.bytes_removed
-    _sweep_leaves(manifest, cutoff, heal=False, report=report, progress=progress)
+    _sweep_leaves(manifest, cutoff, False, report, progress, sweep_many)
     # so that reading a removed version can say which cleanup removed it, and why
     history.record_cleanup(manifest, older_than, cutoff, remove, report.leaf_versions_removed)
     report.version = manifest.dataset().version
@@ -360,6 +408,7 @@ def vacuum(
     manifest: Manifest,
     older_than: dt.timedelta = dt.timedelta(days=1),
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> MaintenanceReport:
     """Reclaim what crashed or failed writers left behind, if older than ``older_than``.
 
@@ -368,12 +417,13 @@ def vacuum(
       versions), after restoring the published content over them;
     - data, deletion and transaction files that no version references, in
       leaves and in ``__manifest``.
-    Never removes a manifest version (that is ``cleanup``).
+    Never removes a manifest version (that is ``cleanup``). ``sweep_many``: where the
+    leaves are swept (default here, one by one); the root and ``__manifest`` are swept here.
     """
     older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
     cutoff, _restoring = _honour_leases(manifest, _now() - older_than, report)
-    referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report, progress=progress)
+    referenced = _sweep_leaves(manifest, cutoff, True, report, progress, sweep_many)
     _sweep_orphan_dirs(manifest, referenced, cutoff, report)
     _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)
     report.version = manifest.dataset().version
@@ -493,10 +543,13 @@ def _compact_manifest(manifest: Manifest) -> bool:
 
 
 __all__ = [
+    "LeafSweep",
     "MaintenanceReport",
+    "SweepMany",
     "cleanup",
     "compact",
     "leaf_references",
     "stage_compaction",
+    "sweep_leaf",
     "vacuum",
 ]
