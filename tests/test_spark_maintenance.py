@@ -1,5 +1,5 @@
 """Maintenance on Spark's executors (``lps.compact``, ``lps.create_index``,
-``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``) against the single-machine calls on an identical namespace.
+``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``, ``lps.rewrite_partitions``) against the single-machine calls on an identical namespace.
 
 The oracle of every comparison is independent of the code under test: the rows come
 from the source tables (sorted with pyarrow), the fragment counts and index coverage
@@ -17,6 +17,7 @@ import sys
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import EVENTS_SCHEMA, local_only, make_events
 
@@ -215,6 +216,45 @@ def test_cleanup_and_vacuum_on_spark_equal_the_single_machine_calls(spark, store
         assert len(ns.versions()) == 1
         assert ns.to_arrow().sort_by("id").equals(_expected())
         assert ns.validate() == []
+
+
+def _layout(ns: lp.PartitionedNamespace) -> list[tuple]:
+    """(spec id, partition values, rows) of every partition, as Lance counts its rows."""
+    snap = Snapshot.load(ns.manifest)
+    return sorted(
+        (leaf.spec_id, tuple(map(str, leaf.values)), snap.open_leaf(leaf).count_rows())
+        for leaf in snap.leaves()
+    )
+
+
+@local_only
+def test_rewrite_partitions_on_spark_equals_the_single_machine_call(spark, store):
+    pair = [_build(store.root(n), None) for n in ("a", "b")]
+    for ns in pair:
+        ns.evolve_spec("year(event_date), country")
+        ns.append(make_events(40, start_id=APPENDS * ROWS))
+    a, b = pair
+    before = a.version
+    result = lps.rewrite_partitions(spark, a.root, "country <> 'CN'", tasks=3)
+    single = b.rewrite_partitions("country <> 'CN'")
+    a.refresh()
+    assert _commits(a, before) == ["rewrite_partitions"]  # one commit
+    assert (result.rows, result.partitions, result.new_partitions) == (
+        single.rows,
+        single.partitions,
+        single.new_partitions,
+    )
+    # the rows of the old partitions the filter may match (NULL <> 'CN' is not true)
+    old = pa.concat_tables(_source())
+    assert result.rows == pc.sum(pc.not_equal(old["country"], "CN")).as_py()
+    assert _layout(a) == _layout(b)
+    assert {s for s, values, _ in _layout(a) if values in {("CN",), ("None",)}} == {1}
+    expected = pa.concat_tables([old, make_events(40, start_id=APPENDS * ROWS)])
+    for ns in pair:
+        assert ns.to_arrow().sort_by("id").equals(expected.sort_by("id"))
+        assert ns.validate() == []
+    nothing = lps.rewrite_partitions(spark, a.root, "country <> 'CN'")
+    assert (nothing.version, nothing.rows) == (a.version, 0)
 
 
 def _vectors(n: int, seed: int) -> pa.Table:

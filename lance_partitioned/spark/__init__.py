@@ -37,6 +37,7 @@ from lance_partitioned.spark.maintenance import (
     compact,
     create_index,
     optimize_indexes,
+    rewrite_partitions,
     vacuum,
 )
 from lance_partitioned.spark.map_read import read_arrow
@@ -121,6 +122,7 @@ __all__ = [
     "compact",
     "create_index",
     "optimize_indexes",
+    "rewrite_partitions",
     "vacuum",
     "LancePartitionedDataSource",
     "UnsupportedTypeError",

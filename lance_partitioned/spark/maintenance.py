@@ -1,5 +1,5 @@
 """Maintenance on Spark's executors: ``lps.compact``, ``lps.create_index``,
-``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``.
+``lps.optimize_indexes``, ``lps.cleanup``, ``lps.vacuum``, ``lps.rewrite_partitions``.
 
 Each call is the single-machine operation (``operations.maintain.maintenance``,
 ``search.build``) with its per-leaf staging moved into Spark tasks; everything
@@ -21,7 +21,11 @@ unreferenced files) by a task; the driver reads which leaf versions every retain
 ``__manifest`` version references, removes ``__manifest`` versions (cleanup) and
 orphan partition directories (vacuum), and sums the tasks' reports.
 
-A task that fails rolls back what it staged itself; the job then fails and the
+``lps.rewrite_partitions`` is ``ns.rewrite_partitions``'s write job with the rows
+copied by tasks, each a shared writer of the job (as ``lps.merge``'s tasks are);
+the driver merges the files they wrote and commits once, replacing the old leaves.
+
+A task that fails rolls back what it staged itself (a writer discards its files); the job then fails and the
 driver publishes nothing (``DistributedTaskError``). Versions staged by tasks that
 had finished, or by a task whose process died, stay unpublished: readers never see
 them, the next write to the leaf restores over them, and ``vacuum`` removes them.
@@ -42,8 +46,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lance_partitioned.catalog.manifest import Manifest
-from lance_partitioned.catalog.snapshot import Snapshot
+from lance_partitioned.catalog.snapshot import Leaf, Snapshot
 from lance_partitioned.errors import DistributedTaskError, lance_boundary, lance_message
+from lance_partitioned.facade.base import WriteResult
+from lance_partitioned.operations.evolve import rewrite
+from lance_partitioned.operations.evolve.rewrite import WriteMany
 from lance_partitioned.operations.maintain import maintenance
 from lance_partitioned.operations.maintain.maintenance import (
     LeafSweep,
@@ -59,6 +66,9 @@ from lance_partitioned.operations.txn.driver import (
     run_parallel,
 )
 from lance_partitioned.operations.txn.staged_check import StagedLeaf
+from lance_partitioned.operations.write.job import WriteJob
+from lance_partitioned.operations.write.partition_writer import WrittenFiles
+from lance_partitioned.operations.write.publish import WriteMode
 
 SLICES_PER_CORE = 4  # tasks per default-parallelism slot: a slow leaf delays less
 
@@ -137,6 +147,49 @@ def _stage_task(
         StagedSet(txn, opts, {w.key: s for w, s in done if s is not None}).rollback()
         raise
     return iter(done)
+
+
+def row_copier(spark: SparkSession, tasks: int | None = None) -> WriteMany:
+    """A ``WriteMany`` whose Spark tasks each copy a share of the leaves as a shared
+    writer of the job (files only: the driver's commit creates new partitions)."""
+
+    def write_many(job: WriteJob, leaves: Sequence[Leaf]) -> WrittenFiles:
+        snapshot = job.snapshot
+        manifest = job.manifest
+        task = partial(
+            _copy_task,
+            root=manifest.root,
+            opts=manifest.storage_options,
+            version=snapshot.version,
+            secret=job.secret,
+            replaces=list(job.replaces),
+        )
+        description = f"{len(leaves)} partitions of {manifest.root}"
+        written = WrittenFiles(snapshot.version)
+        for part in _run_job(spark, "rewrite_partitions", description, leaves, tasks, task):
+            written.merge(part)
+        return written
+
+    return write_many
+
+
+def _copy_task(
+    leaves: Iterable[Leaf],
+    root: str,
+    opts: dict[str, str] | None,
+    version: int,
+    secret: bytes,
+    replaces: list[str],
+) -> Iterator[WrittenFiles]:
+    """One Spark task: copy its leaves' rows (``rewrite.copy_rows``) into files of the job
+    (a shared writer, which discards its own files if it fails)."""
+    mine = list(leaves)
+    if not mine:
+        return
+    manifest = Manifest(root, opts)
+    snapshot = Snapshot.load(manifest, version, for_write=True)
+    job = WriteJob(manifest, snapshot, WriteMode.APPEND, secret=secret, replaces=replaces)
+    yield job.write(rewrite.copy_rows(snapshot, mine), shared=True)
 
 
 # the last "SomeError: message" line of a Python traceback that Spark relays
@@ -287,3 +340,28 @@ def vacuum(
         lps.vacuum(spark, root, older_than=timedelta(days=1))
     """
     return _swept(maintenance.vacuum, spark, root, older_than, storage_options, tasks)
+
+
+@lance_boundary
+def rewrite_partitions(
+    spark: SparkSession,
+    root: str,
+    filter: Any = None,
+    *,
+    storage_options: dict[str, str] | None = None,
+    tasks: int | None = None,
+) -> WriteResult:
+    """``ns.rewrite_partitions``: Spark tasks copy the rows of the partitions to move
+    into the current spec, the driver replaces them in one ``__manifest`` commit.
+    Returns the same ``WriteResult`` (version, rows and partitions written).
+
+    Example::
+
+        lps.rewrite_partitions(spark, root, "event_date < '2025-01-01'")
+    """
+    manifest = Manifest(str(root), storage_options)
+    copier = row_copier(spark, tasks)
+    snapshot, written = rewrite.rewrite_partitions(manifest, filter, write_many=copier)
+    if written is None:
+        return WriteResult(snapshot.version, 0, 0, 0)
+    return WriteResult.of(snapshot.version, written)
