@@ -118,9 +118,17 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--sizes", "50", "--reps", "1", "--clean"],
     ),
     "startup_bench": (["--reps", "15"], ["--reps", "1"]),
+    "spark_maintenance_bench": (
+        ["--partitions", "10000", "--fragments", "10", "--tenants", "1000", "--vectors", "10000"],
+        [
+            *("--partitions", "20", "--fragments", "3", "--tenants", "3", "--vectors", "300"),
+            *("--dim", "8", "--index-type", "IVF_FLAT", "--ivf-partitions", "2"),
+            *("--min-rows", "100"),
+        ],
+    ),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
-SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench")
+SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench", "spark_maintenance_bench")
 # fix_experiments reuses core_bench's TPC-H data (both cache it as <workdir>/tpch_sf<N>)
 WORKDIR_OF = {"fix_experiments": "core_bench"}
 
