@@ -9,7 +9,9 @@ change per leaf, the rows to publish, how to rebase after a conflict):
 
 1. a **lease** (``operations.txn.leases``) for the whole transaction, so that
    ``vacuum`` keeps what it stages;
-2. **staging** of every leaf, in parallel (``stage``/``stage_change``);
+2. **staging** of every leaf, in parallel (``stage``/``stage_change``), or in other
+   processes that hand the staged versions back (``stage_works`` with a
+   ``StageMany``: Spark tasks, ``spark.maintenance``);
 3. the **check before publishing**: every staged version and file still
    exists and the lease holds (``StagedSet.before_publish``);
 4. the **compare-and-swap commit** on ``__manifest`` (``publish``); on a
