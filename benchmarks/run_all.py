@@ -122,9 +122,23 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--commits", "20"],
         ["--commits", "2", "--interval", "0.2", "--rows", "50"],
     ),
+    "spark_maintenance_bench": (
+        ["--partitions", "10000", "--fragments", "10", "--tenants", "1000", "--vectors", "10000"],
+        [
+            *("--partitions", "20", "--fragments", "3", "--tenants", "3", "--vectors", "300"),
+            *("--dim", "8", "--index-type", "IVF_FLAT", "--ivf-partitions", "2"),
+            *("--min-rows", "100"),
+        ],
+    ),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
-SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench", "streaming_read_bench")
+SPARK_SCRIPTS = (
+    "spark_bench",
+    "spj_bench",
+    "spark_sql_bench",
+    "streaming_read_bench",
+    "spark_maintenance_bench",
+)
 # fix_experiments reuses core_bench's TPC-H data (both cache it as <workdir>/tpch_sf<N>)
 WORKDIR_OF = {"fix_experiments": "core_bench"}
 

@@ -165,6 +165,12 @@ class StagedFilesMissingError(CommitConflictError):
     """
 
 
+class DistributedTaskError(PartitionedNamespaceError):
+    """A task of a distributed operation (Spark's executors) failed, so the operation
+    published nothing. The task's error is ``__cause__``; leaf versions that tasks had
+    staged are unpublished, and ``vacuum`` removes them."""
+
+
 class SearchError(PartitionedNamespaceError, ValueError):
     """A search or an index request is invalid (bad query, k, metric, index type, column type)."""
 

@@ -149,7 +149,7 @@ _OPERATIONS_USES = {
     "read": {"leaf"},
     "txn": {"leaf"},
     "write": {"leaf", "read", "txn"},
-    "evolve": {"leaf", "read", "txn"},
+    "evolve": {"leaf", "read", "txn", "write"},  # rewrite_partitions moves rows by a write job
     "maintain": {"leaf", "txn", "evolve"},
     "change": {"leaf", "read", "txn", "write"},  # row-level changes write through the write job
     "join": {"read"},

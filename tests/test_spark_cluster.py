@@ -4,7 +4,8 @@ on local disk and on the S3 server (moto) of the test session.
 The test runs this file as a script in a subprocess, because a process holds one
 SparkContext and the test session's local one must stay usable. The script starts
 a master and two workers (1 core, 1 GiB each) with ``bin/spark-class`` from the
-pyspark package, runs a write and reads with executors in their own JVMs, then on
+pyspark package, runs a write and reads with executors in their own JVMs, a merge and a compaction
+(``lps.compact`` against ``ns.compact`` on a copy), then on
 S3 (credentials only as ``storage.<key>`` options: the cluster's processes have no
 AWS environment) a write, a pruned read and a storage partitioned join, and the
 TPC-H pipeline of ``make demo``; then it stops everything it started by process
@@ -56,6 +57,11 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     merged = result["merge"]
     assert (merged["updated"], merged["inserted"]) == (50, 30)
     assert merged["rows_equal"] and merged["problems"] == []
+    # compaction by the executors equals ns.compact on a copy of the namespace
+    compacted = result["compact"]
+    assert compacted["compacted"] == compacted["single"] and compacted["compacted"][0] > 0
+    assert compacted["fewer_fragments"] and compacted["fragments_equal"]
+    assert compacted["rows_equal"] and compacted["problems"] == []
     # on S3, through the executors, with storage.<key> options only
     s3 = result["s3"]
     assert s3["executor_aws_env"] == []
@@ -298,6 +304,40 @@ def run_merge(spark, root: str, data) -> dict:
     }
 
 
+def run_compact(spark, root: str, workdir: str) -> dict:
+    """``lps.compact`` on the cluster (the merge left small fragments) against
+    ``ns.compact`` on a copy of the namespace: the same rows, fragments and report."""
+    import shutil
+
+    import lance_partitioned as lp
+    from lance_partitioned import spark as lps
+    from lance_partitioned.catalog.snapshot import Snapshot
+
+    copy = os.path.join(workdir, "events-copy")
+    shutil.copytree(root, copy)
+
+    def fragments(path: str) -> list:
+        snap = Snapshot.load(lp.open(path).manifest)
+        return sorted(
+            (str(leaf.values), len(snap.open_leaf(leaf).get_fragments())) for leaf in snap.leaves()
+        )
+
+    def rows(path: str) -> list:
+        return lp.open(path).to_arrow().sort_by("id").to_pylist()
+
+    before = fragments(root)
+    spark_report = lps.compact(spark, root, tasks=4)
+    single = lp.open(copy).compact()
+    return {
+        "compacted": (spark_report.leaves_compacted, spark_report.fragments_rewritten),
+        "single": (single.leaves_compacted, single.fragments_rewritten),
+        "fewer_fragments": sum(n for _, n in fragments(root)) < sum(n for _, n in before),
+        "fragments_equal": fragments(root) == fragments(copy),
+        "rows_equal": rows(root) == rows(copy),
+        "problems": lp.open(root).validate() + lp.open(copy).validate(),
+    }
+
+
 def run(workdir: str, endpoint: str) -> dict:
     from pyspark.sql import SparkSession
 
@@ -373,6 +413,7 @@ def run(workdir: str, endpoint: str) -> dict:
             "partitions_total": entry["partitions_total"],
         }
         result["merge"] = run_merge(spark, root, data)
+        result["compact"] = run_compact(spark, root, workdir)
         result["s3"] = run_s3(spark, endpoint, workdir)
         lps.stop_session(spark)
         spark = None

@@ -13,16 +13,11 @@ from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.facade.base import NamespaceHandle, SpecLike, WriteResult, mutator
 from lance_partitioned.format.schema import Schema
 from lance_partitioned.format.spec import PartitionSpec
-from lance_partitioned.operations.evolve import align, evolution, realign
+from lance_partitioned.operations.evolve import align, evolution, realign, rewrite
 from lance_partitioned.operations.evolve.align import AlignReport
-from lance_partitioned.operations.evolve.placement import misplaced_leaves
 from lance_partitioned.operations.evolve.realign import RealignReport
 from lance_partitioned.operations.progress import ProgressLike, reporter
-from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.read.scan_filter import FilterLike
-from lance_partitioned.operations.write.job import WriteJob
-from lance_partitioned.operations.write.partition_writer import PartitionWriter
-from lance_partitioned.operations.write.publish import WriteMode
 
 
 class EvolutionMethods(NamespaceHandle):
@@ -64,37 +59,12 @@ class EvolutionMethods(NamespaceHandle):
 
             ns.rewrite_partitions("event_date < '2025-01-01'")
         """
-        with WriteJob.begin(self._manifest, WriteMode.APPEND, "rewrite_partitions") as job:
-            snapshot = job.snapshot
-            current = snapshot.current_spec.spec_id
-            scan = Scan(snapshot, filter)
-            misplaced = misplaced_leaves(
-                snapshot, [leaf for leaf in scan.leaves if leaf.spec_id == current]
-            )
-            old = [
-                leaf
-                for leaf in scan.leaves
-                if leaf.spec_id != current or leaf.object_id in misplaced
-            ]
-            if not old:
-                return WriteResult(snapshot.version, 0, 0, 0)
-            # the old leaves go in the same commit; misplaced current-spec ones
-            # get new leaves for their rows, never appends
-            job.replaces = [leaf.object_id for leaf in old]
-            everything = Scan(snapshot)
-
-            def fill(writer: PartitionWriter) -> None:
-                with reporter(progress, "rewrite_partitions", "partitions") as moved:
-                    moved.start(len(old))
-                    for leaf in old:
-                        for batch in everything._leaf_batches(leaf):
-                            writer.write(batch)
-                        moved.advance()
-
-            written = job.write(fill)
-            info = CommitInfo("rewrite_partitions", {"filter": scan.sql} if scan.sql else {})
-            self._snapshot = job.commit(written, info=info) or job.snapshot
-        return WriteResult.of(self._snapshot.version, written)
+        with reporter(progress, "rewrite_partitions", "partitions") as moved:
+            snapshot, written = rewrite.rewrite_partitions(self._manifest, filter, moved)
+        if written is None:
+            return WriteResult(snapshot.version, 0, 0, 0)
+        self._snapshot = snapshot
+        return WriteResult.of(snapshot.version, written)
 
     @mutator
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> Schema:

@@ -37,9 +37,12 @@ from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.read.scan_filter import FilterLike
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction
+from lance_partitioned.operations.txn.driver import (
+    LeafTransaction,
+    StageMany,
+    stage_at_published,
+)
 from lance_partitioned.operations.txn.failpoints import pause_point
-from lance_partitioned.operations.txn.staged_check import StagedLeaf
 from lance_partitioned.search.definitions import (
     IndexDefinition,
     SearchError,
@@ -217,8 +220,10 @@ def _publish(
     info: CommitInfo,
     before_rows: Callable[[], lance.LanceDataset] | None = None,
     progress: Progress = NO_PROGRESS,
+    stage_many: StageMany | None = None,
 ) -> tuple[int | None, list[str]]:
-    """Stage every change in parallel, then publish the changed leaves in one commit,
+    """Stage every change in parallel (``stage_many``: elsewhere, e.g. Spark's tasks;
+    ``LeafTransaction.stage_works``), then publish the changed leaves in one commit,
     recorded as ``info`` (``history()``; an index moves no row).
 
     ``before_rows`` (create_index: the definition commit) runs after staging
@@ -227,15 +232,10 @@ def _publish(
     On any failure the staged versions are rolled back and nothing is published.
     """
     with LeafTransaction(manifest, snapshot, "index build", lease=lease) as tx:
-
-        def stage(oid: str) -> StagedLeaf:
-            leaf, change = changes[oid]
-            out = tx.stage_change(leaf, change)
-            progress.advance()  # one partition's index built (thread-safe)
-            return out
-
+        works = [tx.work(oid, *changes[oid]) for oid in sorted(changes)]
         progress.start(len(changes))
-        tx.stage(sorted(changes), stage, key=lambda oid: oid)
+        # one partition's index built (thread-safe)
+        tx.stage_works(works, stage_at_published, lambda _w, _s: progress.advance(), stage_many)
         versions = tx.versions()
         base = before_rows() if before_rows is not None else snapshot.dataset
         if not versions:
@@ -255,11 +255,14 @@ def create_index(
     filter: FilterLike = None,
     accelerator: str | None = None,
     progress: Progress = NO_PROGRESS,
+    stage_many: StageMany | None = None,
     **params: Any,
 ) -> IndexReport:
     """Define an index and build it on every leaf in its scope, published atomically.
 
-    ``progress`` counts partitions built (``operations.progress``).
+    ``progress`` counts partitions built (``operations.progress``); ``stage_many``:
+    where the leaves' indexes are built (default this process's threads;
+    ``LeafTransaction.stage_works``).
 
     Bad requests (missing column, wrong type, unknown index type, metric or
     parameter, a name or column already indexed) raise before anything is
@@ -302,6 +305,7 @@ def create_index(
                 CommitInfo("create_index", {"name": d.name}),
                 record_definition,
                 progress,
+                stage_many,
             )
         except BaseException:
             if same is None:
@@ -325,9 +329,13 @@ def _forget_definition(manifest: Manifest, name: str, before: dict[str, IndexDef
 
 
 def optimize_indexes(
-    manifest: Manifest, accelerator: str | None = None, progress: Progress = NO_PROGRESS
+    manifest: Manifest,
+    accelerator: str | None = None,
+    progress: Progress = NO_PROGRESS,
+    stage_many: StageMany | None = None,
 ) -> IndexReport:
-    """Give every leaf the indexes its definitions call for, published in one commit.
+    """Give every leaf the indexes its definitions call for, published in one commit
+    (``stage_many``: where they are built, as for ``create_index``).
 
     Leaves created by later writes get their indexes; leaves with rows
     appended since their build are rebuilt over all their fragments. Leaves
@@ -354,7 +362,13 @@ def optimize_indexes(
         return IndexReport(snapshot.version, [])
     with leases.hold(manifest, "optimize_indexes") as lease:
         version, done = _publish(
-            manifest, snapshot, changes, lease, CommitInfo("optimize_indexes"), progress=progress
+            manifest,
+            snapshot,
+            changes,
+            lease,
+            CommitInfo("optimize_indexes"),
+            progress=progress,
+            stage_many=stage_many,
         )
     return IndexReport(version or snapshot.version, done)
 

@@ -9,6 +9,9 @@
     lps.plan_info(spark, root, "ts >= '2025-01-01'")   # partitions scanned / total
     lps.read_arrow(spark, root, columns=["id"], filter="country = 'US'")
     lps.search(spark, root, queries_df, k=10, filter="tenant = 'acme'")  # batch k-NN
+    lps.compact(spark, root)                # maintenance on the executors, one commit
+    lps.vacuum(spark, root, older_than=timedelta(days=1))  # also lps.cleanup
+    lps.create_index(spark, root, "embedding", "IVF_PQ", num_partitions=16)
     lps.stop_session(spark)                 # stops Spark *and* its JVM
 
 Spark's own filters prune only with ``option("pushFilters", "true")``, in a session
@@ -29,6 +32,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lance_partitioned.spark.datasource import NAME, LancePartitionedDataSource
 from lance_partitioned.spark.extension import extension_conf
+from lance_partitioned.spark.maintenance import (
+    cleanup,
+    compact,
+    create_index,
+    optimize_indexes,
+    rewrite_partitions,
+    vacuum,
+)
 from lance_partitioned.spark.map_read import read_arrow
 from lance_partitioned.spark.merge import merge
 from lance_partitioned.spark.planning import DEFAULT_MIN_TASKS, load_snapshot, plan_read
@@ -107,6 +118,12 @@ __all__ = [
     "join_explain",
     "shuffle_write_bytes",
     "NAME",
+    "cleanup",
+    "compact",
+    "create_index",
+    "optimize_indexes",
+    "rewrite_partitions",
+    "vacuum",
     "LancePartitionedDataSource",
     "UnsupportedTypeError",
     "arrow_to_spark",

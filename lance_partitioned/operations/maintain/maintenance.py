@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.layout import join_uri
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.retry import is_commit_conflict
-from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import (
     CommitConflictError,
     PartitionedNamespaceError,
@@ -44,7 +45,12 @@ from lance_partitioned.errors import (
 from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
 from lance_partitioned.operations.progress import NO_PROGRESS, Progress
 from lance_partitioned.operations.txn import leases
-from lance_partitioned.operations.txn.driver import LeafTransaction, new_txn_id
+from lance_partitioned.operations.txn.driver import (
+    LeafTransaction,
+    LeafWork,
+    StageMany,
+    new_txn_id,
+)
 from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.staging import (
     StagedLeaf,
@@ -80,6 +86,12 @@ class MaintenanceReport:
     live_leases: int = 0  # transactions in flight whose files and versions were kept
     version: int | None = None  # __manifest version after the call
     skipped: list[str] = field(default_factory=list)  # partitions left for next time
+
+    def add(self, part: MaintenanceReport) -> None:
+        """Count ``part`` (one leaf's sweep) in this report."""
+        for name in ("leaf_versions_removed", "files_removed", "bytes_removed", "leaves_healed"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+        self.skipped.extend(part.skipped)
 
 
 def _now() -> dt.datetime:
@@ -233,34 +245,69 @@ def _remove_leaf_versions(
     report.files_removed += stats.data_files_removed + stats.deletion_files_removed
 
 
+@dataclass
+class LeafSweep:
+    """One leaf's part of a cleanup or vacuum, picklable so that any process can do it
+    (``sweep_leaf``): the versions to keep, the published one, the cutoff."""
+
+    location: str
+    uri: str
+    keep: set[int]
+    current: int | None  # the read_version the latest __manifest version publishes
+    cutoff: dt.datetime
+    heal: bool
+
+
+# Runs ``sweep_leaf`` over the sweeps, returning each one's report: here (the default,
+# one after another) or on Spark's executors (``spark.maintenance``).
+SweepMany = Callable[[Sequence[LeafSweep], "dict[str, str] | None"], Iterable[MaintenanceReport]]
+
+
+def sweep_leaf(sweep: LeafSweep, opts: dict[str, str] | None) -> MaintenanceReport:
+    """Heal the leaf (vacuum), drop its unreferenced old versions and (vacuum) the files
+    no version references; best effort: a leaf that fails is reported skipped and the
+    next run retries it."""
+    report = MaintenanceReport()
+    try:
+        current = sweep.current
+        if sweep.heal and current is not None and _heal(sweep.uri, current, sweep.cutoff, opts):
+            report.leaves_healed += 1
+        _remove_leaf_versions(sweep.uri, sweep.keep, sweep.cutoff, opts, report)
+        if sweep.heal:
+            _sweep_orphan_files(sweep.uri, sweep.cutoff, opts, report)
+    except Exception as exc:
+        if not is_commit_conflict(exc):
+            log.warning("maintenance skipped leaf %s: %s", sweep.location, exc)
+        report.skipped.append(sweep.location)
+    return report
+
+
 def _sweep_leaves(
     manifest: Manifest,
     cutoff: dt.datetime,
     heal: bool,
     report: MaintenanceReport,
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> set[str]:
-    """Heal (optionally) and drop unreferenced old versions of every referenced leaf."""
+    """Heal (optionally) and drop unreferenced old versions of every referenced leaf,
+    each by ``sweep_leaf``: in this process, or where ``sweep_many`` runs them."""
     refs, current = leaf_references(manifest)
-    opts = manifest.storage_options
-    progress.start(len(refs))
-    for location, keep in sorted(refs.items()):
-        progress.advance()
-        uri = join_uri(manifest.root, location)
-        try:
-            if (
-                heal
-                and current.get(location) is not None
-                and _heal(uri, current[location], cutoff, opts)
-            ):
-                report.leaves_healed += 1
-            _remove_leaf_versions(uri, keep, cutoff, opts, report)
-            if heal:
-                _sweep_orphan_files(uri, cutoff, opts, report)
-        except Exception as exc:  # best effort per leaf; the next run retries
-            if not is_commit_conflict(exc):
-                log.warning("maintenance skipped leaf %s: %s", location, exc)
-            report.skipped.append(location)
+    sweeps = [
+        LeafSweep(loc, join_uri(manifest.root, loc), keep, current.get(loc), cutoff, heal)
+        for loc, keep in sorted(refs.items())
+    ]
+    progress.start(len(sweeps))
+
+    def here(
+        items: Sequence[LeafSweep], opts: dict[str, str] | None
+    ) -> Iterator[MaintenanceReport]:
+        for sweep in items:
+            progress.advance()
+            yield sweep_leaf(sweep, opts)
+
+    for part in (sweep_many or here)(sweeps, manifest.storage_options):
+        report.add(part)
     return set(refs)
 
 
@@ -314,6 +361,7 @@ def cleanup(
     manifest: Manifest,
     older_than: dt.timedelta = dt.timedelta(days=7),
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> MaintenanceReport:
     """Remove ``__manifest`` versions superseded before ``now - older_than`` (tags are kept),
     then every leaf version that no remaining manifest version references and that is older
@@ -321,15 +369,20 @@ def cleanup(
 
     Contract: a snapshot (manifest version) that was current at any time within
     the retention period, or is tagged, or a restore in flight needs, stays fully
-    readable.
+    readable. ``sweep_many``: where the leaves are swept (default here, one by one).
     """
     older_than = check_retention(older_than, "cleanup")
     # announced before the leases are read: a restore that begins later waits for it
     with leases.hold(manifest, "cleanup", removes_versions=True):
-        return _cleanup(manifest, older_than, progress)
+        return _cleanup(manifest, older_than, progress, sweep_many)
 
 
-def _cleanup(manifest: Manifest, older_than: dt.timedelta, progress: Progress) -> MaintenanceReport:
+def _cleanup(
+    manifest: Manifest,
+    older_than: dt.timedelta,
+    progress: Progress,
+    sweep_many: SweepMany | None = None,
+) -> MaintenanceReport:
     report = MaintenanceReport()
     cutoff, restoring = _honour_leases(manifest, _now() - older_than, report)
     ds = manifest.dataset()
@@ -344,7 +397,7 @@ def _cleanup(manifest: Manifest, older_than: dt.timedelta, progress: Progress) -
         stats = ds.cleanup_old_versions(versions=remove, error_if_tagged_old_versions=False)
         report.manifest_versions_removed = stats.old_versions
         report.bytes_removed += stats.bytes_removed
-    _sweep_leaves(manifest, cutoff, heal=False, report=report, progress=progress)
+    _sweep_leaves(manifest, cutoff, False, report, progress, sweep_many)
     # so that reading a removed version can say which cleanup removed it, and why
     history.record_cleanup(manifest, older_than, cutoff, remove, report.leaf_versions_removed)
     report.version = manifest.dataset().version
@@ -355,6 +408,7 @@ def vacuum(
     manifest: Manifest,
     older_than: dt.timedelta = dt.timedelta(days=1),
     progress: Progress = NO_PROGRESS,
+    sweep_many: SweepMany | None = None,
 ) -> MaintenanceReport:
     """Reclaim what crashed or failed writers left behind, if older than ``older_than``.
 
@@ -363,12 +417,13 @@ def vacuum(
       versions), after restoring the published content over them;
     - data, deletion and transaction files that no version references, in
       leaves and in ``__manifest``.
-    Never removes a manifest version (that is ``cleanup``).
+    Never removes a manifest version (that is ``cleanup``). ``sweep_many``: where the
+    leaves are swept (default here, one by one); the root and ``__manifest`` are swept here.
     """
     older_than = check_retention(older_than, "vacuum")
     report = MaintenanceReport()
     cutoff, _restoring = _honour_leases(manifest, _now() - older_than, report)
-    referenced = _sweep_leaves(manifest, cutoff, heal=True, report=report, progress=progress)
+    referenced = _sweep_leaves(manifest, cutoff, True, report, progress, sweep_many)
     _sweep_orphan_dirs(manifest, referenced, cutoff, report)
     _sweep_orphan_files(manifest.uri, cutoff, manifest.storage_options, report)
     report.version = manifest.dataset().version
@@ -380,6 +435,7 @@ def compact(
     target_rows_per_fragment: int = 1 << 20,
     compact_manifest: bool = True,
     progress: Progress = NO_PROGRESS,
+    stage_many: StageMany | None = None,
 ) -> MaintenanceReport:
     """Rewrite small fragments of every leaf (and of ``__manifest``) in one transaction.
 
@@ -388,31 +444,46 @@ def compact(
     (``operations.txn.leases``) while it runs. ``target_rows_per_fragment`` must be
     a positive integer (InvalidArgumentError, before the lease). A conflicting
     ``__manifest`` commit is retried under ``catalog.retry.COMMIT_RETRY``.
+    ``stage_many``: where the leaves are rewritten (``LeafTransaction.stage_works``;
+    default this process's threads, ``spark.maintenance`` Spark's tasks).
     """
     target_rows_per_fragment = positive_int("target_rows_per_fragment", target_rows_per_fragment)
     with leases.hold(manifest, "compaction") as lease:
-        return _compact(manifest, target_rows_per_fragment, compact_manifest, lease, progress)
+        report = MaintenanceReport()
+        _compact(manifest, target_rows_per_fragment, lease, report, progress, stage_many)
+        if compact_manifest:
+            report.manifest_compacted = _compact_manifest(manifest)
+        report.version = manifest.dataset().version
+    return report
+
+
+def stage_compaction(work: LeafWork, txn: str, opts: dict[str, str] | None) -> StagedLeaf | None:
+    """Compaction's ``StageOne``: rewrite the leaf's small fragments on its published main
+    content. Best effort per leaf: a leaf that cannot be staged now (a conflict, foreign
+    versions, a branch pin) is left alone, with the reason in ``work.skipped``."""
+    try:
+        published = published_version(work.uri, work.leaf, opts)
+        return stage_leaf(work.uri, published, work.change, txn, opts)
+    except PartitionedNamespaceError as exc:
+        work.skipped = str(exc)
+        log.info("compaction skipped %s: %s", work.key, exc)
+        return None
 
 
 def _compact(
     manifest: Manifest,
     target_rows_per_fragment: int,
-    compact_manifest: bool,
     lease: leases.Lease | None,
+    report: MaintenanceReport,
     progress: Progress = NO_PROGRESS,
-) -> MaintenanceReport:
-    report = MaintenanceReport()
+    stage_many: StageMany | None = None,
+) -> None:
     snapshot = Snapshot.load(manifest, for_write=True)
     changes: dict[str, CompactFiles] = {}
     planned = {leaf.object_id: leaf for leaf in snapshot.leaves()}
     published = None
     progress.start(len(planned))
     with LeafTransaction(manifest, snapshot, "compaction", lease=lease) as tx:
-
-        def stage(leaf: Leaf) -> StagedLeaf:  # main only: a branch-pinned leaf is skipped
-            uri, opts = snapshot.leaf_uri(leaf.location), manifest.storage_options
-            change = changes.setdefault(leaf.object_id, CompactFiles(target_rows_per_fragment))
-            return stage_leaf(uri, published_version(uri, leaf, opts), change, tx.staged.txn, opts)
 
         def rows(base: Snapshot) -> tuple[pa.Table | None, tuple[()]] | None:
             return tx.republished(base) if tx.versions() else None  # None: all skipped
@@ -426,11 +497,17 @@ def _compact(
             tx.rollback(moved)
             return base
 
-        tx.stage(
-            list(planned.values()),
-            _tolerant(stage, report),
-            on_done=lambda _leaf, _s: progress.advance(),
-        )
+        def done(work: LeafWork, _staged: StagedLeaf | None) -> None:
+            changes[work.key] = work.change  # from a Spark task: a copy, with its counters
+            if work.skipped is not None:
+                report.skipped.append(work.key)
+            progress.advance()
+
+        works = [
+            tx.work(oid, leaf, CompactFiles(target_rows_per_fragment))
+            for oid, leaf in planned.items()
+        ]
+        tx.stage_works(works, stage_compaction, done, stage_many)
         pause_point("leaves_staged")
         try:
             published = tx.publish(
@@ -451,24 +528,6 @@ def _compact(
         compacted = set(tx.versions())
         report.leaves_compacted = len(compacted)
         report.fragments_rewritten = sum(changes[oid].rewritten for oid in compacted)
-    if compact_manifest:
-        report.manifest_compacted = _compact_manifest(manifest)
-    report.version = manifest.dataset().version
-    return report
-
-
-def _tolerant(fn: Any, report: MaintenanceReport) -> Any:
-    """Compaction is best effort per leaf: a leaf that cannot be staged now is skipped."""
-
-    def wrapped(leaf: Leaf) -> StagedLeaf | None:
-        try:
-            return fn(leaf)
-        except PartitionedNamespaceError as exc:  # conflicts, foreign versions, branch pins
-            report.skipped.append(leaf.object_id)
-            log.info("compaction skipped %s: %s", leaf.object_id, exc)
-            return None
-
-    return wrapped
 
 
 def _compact_manifest(manifest: Manifest) -> bool:
@@ -483,4 +542,14 @@ def _compact_manifest(manifest: Manifest) -> bool:
         raise
 
 
-__all__ = ["MaintenanceReport", "cleanup", "compact", "leaf_references", "vacuum"]
+__all__ = [
+    "LeafSweep",
+    "MaintenanceReport",
+    "SweepMany",
+    "cleanup",
+    "compact",
+    "leaf_references",
+    "stage_compaction",
+    "sweep_leaf",
+    "vacuum",
+]

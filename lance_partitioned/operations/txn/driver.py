@@ -9,7 +9,9 @@ change per leaf, the rows to publish, how to rebase after a conflict):
 
 1. a **lease** (``operations.txn.leases``) for the whole transaction, so that
    ``vacuum`` keeps what it stages;
-2. **staging** of every leaf, in parallel (``stage``/``stage_change``);
+2. **staging** of every leaf, in parallel (``stage``/``stage_change``), or in other
+   processes that hand the staged versions back (``stage_works`` with a
+   ``StageMany``: Spark tasks, ``spark.maintenance``);
 3. the **check before publishing**: every staged version and file still
    exists and the lease holds (``StagedSet.before_publish``);
 4. the **compare-and-swap commit** on ``__manifest`` (``publish``); on a
@@ -167,6 +169,40 @@ Rows = tuple["pa.Table | None", Sequence[str]]
 Base = Any  # a Snapshot, or the __manifest dataset to commit on
 
 
+@dataclass
+class LeafWork:
+    """One leaf's part of a transaction, picklable so that any process can stage it.
+
+    ``uri`` is the leaf's directory (``Snapshot.leaf_uri``), ``change`` what to stage
+    on its published content. A ``StageOne`` function stages it and may record why it
+    left the leaf alone (``skipped``); the work comes back with the change's counters.
+    """
+
+    key: str
+    uri: str
+    leaf: Leaf
+    change: LeafChange
+    skipped: str | None = None
+
+
+# Stages one leaf's work under a transaction id with the storage options; module-level
+# (importable by name) so that it travels to Spark executors.
+StageOne = Callable[[LeafWork, str, "dict[str, str] | None"], "StagedLeaf | None"]
+# Where the stage functions run: given the transaction, the works, the function and
+# the callback recording each (returned work, staged leaf), it stages them all or raises.
+# None: on this process's threads (``LeafTransaction.stage``); Spark: its tasks.
+StageMany = Callable[
+    ["LeafTransaction", Sequence[LeafWork], StageOne, Callable[[LeafWork, Any], None]], None
+]
+
+
+def stage_at_published(work: LeafWork, txn: str, opts: dict[str, str] | None) -> StagedLeaf:
+    """Stage ``work.change`` on the leaf's published content, on its branch when pinned
+    to one (``resolve_leaf``): the ``StageOne`` of a change that may go on any branch."""
+    target = resolve_leaf(work.uri, work.leaf, opts)
+    return stage_leaf(target.uri, target.published, work.change, txn, opts, branch=target.branch)
+
+
 class LeafTransaction:
     """One namespace transaction: lease, staged leaves, one ``__manifest`` commit.
 
@@ -234,11 +270,36 @@ class LeafTransaction:
 
     def stage_change(self, leaf: Leaf, change: LeafChange) -> StagedLeaf:
         """Stage ``change`` on ``leaf``'s published content (on its branch, when pinned to one)."""
-        opts = self.manifest.storage_options
-        target = resolve_leaf(self.snapshot.leaf_uri(leaf.location), leaf, opts)
-        return stage_leaf(
-            target.uri, target.published, change, self.staged.txn, opts, branch=target.branch
-        )
+        work = self.work(leaf.object_id, leaf, change)
+        return stage_at_published(work, self.staged.txn, self.manifest.storage_options)
+
+    def work(self, key: str, leaf: Leaf, change: LeafChange) -> LeafWork:
+        """``change`` on ``leaf`` of this transaction's snapshot, as a ``LeafWork``."""
+        return LeafWork(key, self.snapshot.leaf_uri(leaf.location), leaf, change)
+
+    def stage_works(
+        self,
+        works: Sequence[LeafWork],
+        one: StageOne,
+        on_done: Callable[[LeafWork, StagedLeaf | None], None] | None = None,
+        stage_many: StageMany | None = None,
+    ) -> None:
+        """Stage every work with ``one``: on this process's threads (``stage``), or by
+        ``stage_many`` in other processes (Spark tasks), which hands back each work
+        and what it staged; either way each staged leaf is recorded under the work's key
+        (rolled back if the transaction does not publish) and ``on_done`` is told."""
+
+        def record(work: LeafWork, staged: StagedLeaf | None) -> None:
+            if staged is not None:
+                self.staged.leaves[work.key] = staged
+            if on_done is not None:
+                on_done(work, staged)
+
+        if stage_many is not None:
+            stage_many(self, works, one, record)
+            return
+        txn, opts = self.staged.txn, self.manifest.storage_options
+        run_parallel(works, lambda w: one(w, txn, opts), record)
 
     def versions(self) -> dict[str, int]:
         """The staged version of every leaf whose staging changed it, by object id."""
