@@ -43,6 +43,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     Filter,
     InputPartition,
@@ -215,3 +216,8 @@ class LancePartitionedDataSource(DataSource):
         from lance_partitioned.spark.sink import plan_write
 
         return plan_write(SourceOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 (Spark's name)
+        from lance_partitioned.spark.stream_sink import plan_stream_write
+
+        return plan_stream_write(SourceOptions.parse(self.options), schema, overwrite)
