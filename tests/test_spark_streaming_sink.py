@@ -338,3 +338,17 @@ def test_foreach_batch_merge_replayed_gives_the_same_table(spark, tmp_path):
     want.update({r["id"]: r for r in change.to_pylist()})
     assert once.to_pylist() == [want[k] for k in sorted(want)]
     assert twice.equals(once)
+
+
+@pytest.mark.parametrize("section", ["## Streaming sink", "## Upserts from a stream"])
+def test_streaming_docs_examples_run(spark, tmp_path, monkeypatch, section):
+    """docs/STREAMING.md's sink examples run as written (their own asserts check the
+    rows), from the intro's session, in an empty directory."""
+    from test_changes_docs import blocks
+
+    found = blocks(REPO / "docs" / "STREAMING.md", section)
+    assert found and all(language == "python" for language, _ in found)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {"__name__": "__doc_example__", "spark": spark}
+    for _, code in found:
+        exec(compile(code, f"docs/STREAMING.md:{section}", "exec"), scope)
