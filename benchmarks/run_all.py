@@ -118,9 +118,10 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         ["--sizes", "50", "--reps", "1", "--clean"],
     ),
     "startup_bench": (["--reps", "15"], ["--reps", "1"]),
+    "streaming_bench": (["--partitions", "10000"], ["--tiny"]),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
-SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench")
+SPARK_SCRIPTS = ("spark_bench", "spj_bench", "spark_sql_bench", "streaming_bench")
 # fix_experiments reuses core_bench's TPC-H data (both cache it as <workdir>/tpch_sf<N>)
 WORKDIR_OF = {"fix_experiments": "core_bench"}
 

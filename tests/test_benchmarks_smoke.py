@@ -144,6 +144,10 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         assert "(floor of a partitioned Lance sink)" in text
     if name == "spj_bench":
         assert "checked against lineitem's row count" in text
+    if name == "streaming_bench":
+        # both sinks ran, their rows checked, and the commit part measured
+        assert "| lance_partitioned, spec" in text and "| Spark Parquet file sink" in text
+        assert "| 30 |" in text
     if name == "spark_sql_bench":
         # every query's answer on both kinds of views equalled Spark on Parquet's
         assert "all equal" in text and "**WRONG**" not in text
