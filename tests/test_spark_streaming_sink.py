@@ -211,7 +211,7 @@ def test_complete_output_mode_is_refused_and_writes_nothing(spark, tmp_path):
 
 
 KILLED_DRIVER = """
-import sys, time
+import os, sys, time
 from lance_partitioned.spark import local_session
 from lance_partitioned.spark.datasource import LancePartitionedDataSource
 from lance_partitioned.spark.stream_sink import LancePartitionedStreamWriter
@@ -223,8 +223,9 @@ src, root, ck, marker = sys.argv[1:5]
 class StallingWriter(LancePartitionedStreamWriter):
     def commit(self, messages, batchId):
         super().commit(messages, batchId)  # our commit lands ...
-        with open(marker, "w") as fh:
-            fh.write(str(batchId))
+        with open(marker + ".tmp", "w") as fh:
+            fh.write(f"{batchId} {os.getpid()}")
+        os.replace(marker + ".tmp", marker)
         time.sleep(600)  # ... and the driver dies before Spark records it
 
 
@@ -282,8 +283,9 @@ def test_a_killed_driver_restarts_from_the_checkpoint_exactly_once(spark, tmp_pa
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(60)
         driver.stderr.close()
-    _wait_group_gone(driver.pid)
-    assert marker.read_text() == "0"
+    batch, commit_worker = marker.read_text().split()
+    _wait_gone(driver.pid, commit_worker=int(commit_worker))
+    assert batch == "0"
     assert [c["batch_id"] for c in stream_commits(root)] == [0]
     assert not (ck / "commits" / "0").exists()  # Spark never recorded batch 0
     run_to_end(spark, src, root, ck)
@@ -291,15 +293,21 @@ def test_a_killed_driver_restarts_from_the_checkpoint_exactly_once(spark, tmp_pa
     assert [c["batch_id"] for c in stream_commits(root)] == [0, 1, 2]
 
 
-def _wait_group_gone(pgid: int, timeout: float = 30.0) -> None:
+def _wait_gone(pgid: int, commit_worker: int, timeout: float = 60.0) -> None:
+    """Wait until the killed driver's process group and its commit worker (a PySpark
+    daemon's child, in a process group of its own) are gone; a commit worker that
+    outlived its driver could still publish after the restart."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"processes of group {pgid} outlived SIGKILL")
+    for alive in (lambda: os.killpg(pgid, 0), lambda: os.kill(commit_worker, 0)):
+        while True:
+            try:
+                alive()
+            except ProcessLookupError:
+                break
+            if time.monotonic() > deadline:
+                os.kill(commit_worker, signal.SIGKILL)  # ours: do not leave it sleeping
+                raise AssertionError("a process of the killed driver outlived it")
+            time.sleep(0.2)
 
 
 def test_foreach_batch_merge_replayed_gives_the_same_table(spark, tmp_path):
