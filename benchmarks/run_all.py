@@ -130,6 +130,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
             *("--min-rows", "100"),
         ],
     ),
+    "streaming_bench": (["--partitions", "10000"], ["--tiny"]),
 }
 # scripts that start Spark (a JVM): the smoke test runs them in its own Spark session
 SPARK_SCRIPTS = (
@@ -138,6 +139,7 @@ SPARK_SCRIPTS = (
     "spark_sql_bench",
     "streaming_read_bench",
     "spark_maintenance_bench",
+    "streaming_bench",
 )
 # fix_experiments reuses core_bench's TPC-H data (both cache it as <workdir>/tpch_sf<N>)
 WORKDIR_OF = {"fix_experiments": "core_bench"}

@@ -152,6 +152,10 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         # both calls ran and got the oracle's rows, fragments and index coverage
         assert "| `lps.compact(spark, root)` on " in text and "| `lps.create_index` on " in text
         assert "**Projection**" in text and "(all passed)" in text
+    if name == "streaming_bench":
+        # both sinks ran, their rows checked, and the commit part measured
+        assert "| lance_partitioned, spec" in text and "| Spark Parquet file sink" in text
+        assert "| 30 |" in text
     if name == "spark_sql_bench":
         # every query's answer on both kinds of views equalled Spark on Parquet's
         assert "all equal" in text and "**WRONG**" not in text

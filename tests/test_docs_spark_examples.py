@@ -17,6 +17,6 @@ def test_spark_examples_run(spark, tmp_path, monkeypatch, path):
 
 
 def test_the_spark_pages_have_spark_examples():
-    """SPARK.md, SPJ.md, SEARCH.md's Spark section and STREAMING_SOURCE.md are covered here."""
+    """SPARK.md, SPJ.md, SEARCH.md's Spark section and STREAMING.md are covered here."""
     pages = {path.name for path in SPARK_PAGES}
-    assert {"SPARK.md", "SPJ.md", "SEARCH.md", "STREAMING_SOURCE.md"} <= pages
+    assert {"SPARK.md", "SPJ.md", "SEARCH.md", "STREAMING.md"} <= pages

@@ -108,3 +108,28 @@ def test_the_record_is_plain_lance_transaction_properties(ns):
     ds = lance.dataset(f"{ns.root}/__manifest")
     props = ds.read_transaction(ds.version).transaction_properties
     assert CommitInfo.read(props) == CommitInfo("append", {}, 2, 0, 2)
+
+
+def test_newest_commit_walks_back_to_the_first_match(ns, monkeypatch):
+    """``newest_commit`` finds the newest matching record and reads no version older than
+    it; None when nothing matches (oracle: the versions this test committed)."""
+    from lance_partitioned.catalog.history import newest_commit
+    from lance_partitioned.catalog.manifest import Manifest
+
+    ns.append(pa.table({"id": [1], "k": ["a"]}), progress=False)
+    ns.append(pa.table({"id": [2], "k": ["b"]}), progress=False)
+    v_second = ns.version
+    ns.delete("id = 1")
+    manifest = Manifest(ns.root)
+    read: list[int] = []
+    real = lance.LanceDataset.read_transaction
+
+    def counting(self, version):
+        read.append(version)
+        return real(self, version)
+
+    monkeypatch.setattr(lance.LanceDataset, "read_transaction", counting)
+    found = newest_commit(manifest, lambda info: info.operation == "append")
+    assert found is not None and found[0] == v_second and found[1].rows_added == 1
+    assert read == [ns.version, v_second]
+    assert newest_commit(manifest, lambda info: info.operation == "merge") is None

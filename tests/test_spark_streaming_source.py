@@ -1,4 +1,4 @@
-"""``spark.readStream.format("lance_partitioned")``: the streaming source (docs/STREAMING_SOURCE.md;
+"""``spark.readStream.format("lance_partitioned")``: the streaming source (docs/STREAMING.md;
 its examples run in tests/test_docs_spark_examples.py).
 
 Every expected answer comes from the data the test wrote, or from pandas over the

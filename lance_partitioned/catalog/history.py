@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import lance
@@ -96,6 +97,29 @@ def commit_record(latest: lance.LanceDataset, version: int, first: int) -> Commi
     if kind in CONTENT_KEEPING:
         return CommitInfo(MAINTENANCE, {"lance_operation": kind}, 0, 0, 0)
     return CommitInfo(UNKNOWN, {"lance_operation": kind} if kind else {})
+
+
+def newest_commit(
+    manifest: ManifestLike, match: Callable[[CommitInfo], bool]
+) -> tuple[int, CommitInfo] | None:
+    """The newest ``__manifest`` version whose commit record satisfies ``match``, and
+    that record; None when no version does.
+
+    Walks back from the latest version one transaction at a time and stops at the
+    first match, so finding a recent commit costs a few reads whatever the length
+    of the history. The walk also stops at the first version that can no longer be
+    read (removed by ``cleanup``): records older than that are out of reach.
+    """
+    latest = manifest.dataset()
+    for version in range(latest.version, 0, -1):
+        try:
+            txn = latest.read_transaction(version)
+        except Exception:  # removed by cleanup: older versions are gone too
+            return None
+        info = CommitInfo.read(txn.transaction_properties if txn is not None else None)
+        if info is not None and match(info):
+            return version, info
+    return None
 
 
 HISTORY_SCHEMA = pa.schema(

@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     Filter,
     InputPartition,
@@ -222,3 +223,8 @@ class LancePartitionedDataSource(DataSource):
         from lance_partitioned.spark.sink import plan_write
 
         return plan_write(SourceOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802 (Spark's name)
+        from lance_partitioned.spark.stream_sink import plan_stream_write
+
+        return plan_stream_write(SourceOptions.parse(self.options), schema, overwrite)

@@ -29,7 +29,7 @@ Reading:
   ``LANCE_PARTITIONED_SCAN_LOG`` sets a default; it must be set before Spark starts.
 - Streaming reads (``spark.readStream``) also take ``startingVersion``,
   ``readChangeFeed`` and ``maxVersionsPerTrigger``, parsed by ``spark.stream_source``
-  (docs/STREAMING_SOURCE.md).
+  (docs/STREAMING.md).
 
 Writing:
 - ``spec``: partition spec for a namespace the write creates, Iceberg-like

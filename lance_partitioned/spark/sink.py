@@ -37,6 +37,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType, TimestampNTZType
 
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
@@ -147,10 +148,12 @@ class LancePartitionedWriter(DataSourceArrowWriter):
     def _manifest(self) -> Manifest:
         return Manifest(self.root, self.storage_options)
 
-    def _job(self, manifest: Manifest | None = None) -> WriteJob:
-        """The job, planned against the pinned snapshot (loaded when first needed)."""
+    def _job(self, manifest: Manifest | None = None, version: int | None = None) -> WriteJob:
+        """The job, planned against the pinned snapshot (loaded when first needed), or
+        against ``version`` (the one the received files were written for)."""
         manifest = manifest or self._manifest()
-        return WriteJob(manifest, self.snapshot_version, self.mode, self.secret)
+        version = self.snapshot_version if version is None else version
+        return WriteJob(manifest, version, self.mode, self.secret)
 
     # -- executors ------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
@@ -181,9 +184,14 @@ class LancePartitionedWriter(DataSourceArrowWriter):
 
     # -- driver -----------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.publish(merge_messages(self.snapshot_version, messages))
+
+    def publish(self, written: WrittenFiles, info: CommitInfo | None = None) -> Snapshot | None:
+        """Publish ``written`` with one ``__manifest`` commit recording ``info`` (default:
+        the mode's); None when there was nothing to publish. The batch sink's ``commit``,
+        and the streaming sink's for each micro-batch."""
         start = time.perf_counter()
-        written = merge_messages(self.snapshot_version, messages)
-        snapshot = self._job().commit(written)
+        snapshot = self._job(version=written.snapshot_version).commit(written, info=info)
         published = time.perf_counter()
         if snapshot is None:
             log.info("lance_partitioned: nothing to commit to %s", self.root)
@@ -203,7 +211,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             }
         )
         if snapshot is None:
-            return
+            return None
         try:
             log.info(
                 "lance_partitioned: %s of %d rows into %d partitions of %s published as __manifest version %d",
@@ -215,10 +223,15 @@ class LancePartitionedWriter(DataSourceArrowWriter):
             )
         except Exception:  # pragma: no cover - logging only
             pass
+        return snapshot
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.discard(merge_messages(self.snapshot_version, messages))
+
+    def discard(self, written: WrittenFiles) -> None:
+        """Remove the files of ``written`` unless a commit published them (and the
+        namespace this job created, if nobody wrote to it)."""
         manifest = self._manifest()
-        written = merge_messages(self.snapshot_version, messages)
         try:
             if written.leaves and _published(manifest, written):
                 log.warning("lance_partitioned: abort after a published commit; keeping the files")
@@ -228,7 +241,7 @@ class LancePartitionedWriter(DataSourceArrowWriter):
                 "lance_partitioned: abort could not check the manifest (%s); keeping files", exc
             )
             return
-        self._job(manifest).abort(written)
+        self._job(manifest, written.snapshot_version).abort(written)
         if self.created_version is not None:
             self._drop_created_namespace(manifest)
 

@@ -3,7 +3,7 @@
 Offsets are ``__manifest`` versions, ``{"version": N}``: a micro-batch from offset
 ``a`` to ``b`` holds the change feed of the versions ``a + 1 .. b``
 (``operations.read.changes``, ``ns.changes(a, b)``). The rules
-(docs/STREAMING_SOURCE.md):
+(docs/STREAMING.md):
 
 - **Start.** ``startingVersion``: ``latest`` (default: only commits after the query
   starts), ``earliest`` (every row any commit inserted, from the namespace's first
