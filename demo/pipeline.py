@@ -406,8 +406,8 @@ def _print_summary(s: dict[str, Any], steps: Steps) -> None:
 
 MONTH_FILTER = "l_shipdate >= '1995-03-01' AND l_shipdate < '1995-04-01'"
 SPARK_SQL_EXAMPLE = (
-    "SELECT l_returnflag, count(*) AS lines FROM lineitem "
-    "WHERE l_shipdate >= '1998-01-01' GROUP BY l_returnflag ORDER BY l_returnflag"
+    "SELECT year(l_shipdate) AS year, count(*) AS lines FROM lineitem "
+    "WHERE l_shipdate >= '1997-01-01' GROUP BY 1 ORDER BY 1"
 )
 
 
