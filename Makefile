@@ -1,7 +1,8 @@
 # Two entry points for a newcomer: `make demo` (the end-to-end PySpark pipeline;
-# `make demo STORAGE=s3` runs it on a local S3 server)
-# and `make test` (the whole test suite). Both create .venv and install pinned
-# dependencies on first use.
+# `make demo STORAGE=s3` runs it on a local S3 server) and `make test` (the whole
+# test suite). Both create .venv on first use: `make demo` installs the package with
+# only what the demo needs (its `spark` and `demo` extras, `demo-s3` for STORAGE=s3),
+# `make test` the whole development stack (`dev`, which includes the demo's).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -13,15 +14,30 @@ STORAGE ?= local
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	# the Spark extension pushFilters needs, compiled with the JDK's javac (cached)
-	-$(PY) -c 'from lance_partitioned.spark.extension import extension_jar; print(extension_jar())'
+
+# pip shows what it downloads and installs (a few minutes on first use)
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[dev]'
+	$(EXTENSION_JAR)
+	# dev holds every package the demo needs
+	touch $(VENV)/.installed-demo $(VENV)/.installed-demo-s3 $@
+
+$(VENV)/.installed-demo: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[spark,demo]'
+	$(EXTENSION_JAR)
 	touch $@
 
-demo: setup
+$(VENV)/.installed-demo-s3: $(VENV)/.installed-demo
+	$(PY) -m pip install -e '.[spark,demo,demo-s3]'
+	touch $@
+
+# the Spark extension pushFilters needs, compiled with the JDK's javac (cached)
+EXTENSION_JAR = -$(PY) -c 'from lance_partitioned.spark.extension import extension_jar; print(extension_jar())'
+
+demo: $(VENV)/.installed-demo $(if $(filter s3,$(STORAGE)),$(VENV)/.installed-demo-s3)
 	$(PY) -m demo.pipeline --scale-factor $(SF) --storage $(STORAGE)
 
 test: setup

@@ -106,6 +106,80 @@ def test_spark_session_prints_nothing(tmp_path):
     assert [line for line in proc.stderr.splitlines() if line != JVM_OWN] == []
 
 
+# The refusals docs/SPARK.md names (a NULL in a non-null column, found by a write
+# task; a column the namespace lacks, found while planning; a CREATE TABLE ... AS
+# SELECT without a root), each caught and reported in one line, then stop_session.
+# Spark's stop is wrapped to list, with `ps`, the Python worker daemons still running
+# under the JVM at that moment.
+SPARK_REFUSED = """
+    import subprocess
+    import sys
+    import pyarrow as pa
+    from pyspark import SparkContext
+    import lance_partitioned as lp
+    from lance_partitioned import spark as lps
+
+    root = sys.argv[1]
+    lp.create(root, pa.schema([pa.field("id", pa.int64(), nullable=False), ("c", pa.string())]), "c")
+    spark = lps.local_session()
+    jvm = SparkContext._gateway.proc.pid
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, c string").write.format(
+        "lance_partitioned").mode("append").save(root)
+    assert spark.read.format("lance_partitioned").load(root).count() == 2
+    attempts = [
+        lambda: spark.createDataFrame([(None, "a")], "id long, c string").write.format(
+            "lance_partitioned").mode("append").save(root),
+        lambda: spark.createDataFrame([(3, "a", 1.0)], "id long, c string, z double").write.format(
+            "lance_partitioned").mode("append").save(root),
+        lambda: spark.sql("CREATE TABLE t USING lance_partitioned AS SELECT 1L AS id, 'x' AS c"),
+    ]
+    for attempt in attempts:
+        try:
+            attempt()
+        except Exception as exc:
+            line = next(x for x in str(exc).splitlines() if "SchemaError: " in x)
+            print("refused:", line.split("SchemaError: ", 1)[1], file=sys.stderr, flush=True)
+        else:
+            raise AssertionError("not refused")
+    assert lp.open(root).count() == 2
+
+    stop = spark.stop
+    def checked_stop():
+        ps = subprocess.run(["ps", "--ppid", str(jvm), "-o", "args="], capture_output=True, text=True)
+        print(sum("pyspark.daemon" in a for a in ps.stdout.splitlines()))
+        stop()
+    spark.stop = checked_stop
+    lps.stop_session(spark)
+"""
+
+
+@pytest.fixture(scope="module")
+def refused_writes(tmp_path_factory):
+    pytest.importorskip("pyspark")
+    return run_quietly(SPARK_REFUSED, str(tmp_path_factory.mktemp("refused") / "ns"))
+
+
+def test_a_refused_spark_write_prints_one_error_not_a_java_stack(refused_writes):
+    # each used to print Spark's own log of the failure: ~175 lines of Java and Python
+    # stack for the task's NULL, ~100 for the CTAS
+    assert refused_writes.returncode == 0, refused_writes.stderr[-3000:]
+    lines = [line for line in refused_writes.stderr.splitlines() if line != JVM_OWN]
+    assert lines == [
+        "refused: column 'id' is not nullable but the input has 1 NULL value(s)",
+        lines[1],
+        lines[2],
+    ], refused_writes.stderr[-3000:]
+    assert lines[1].startswith("refused: input has column(s) ['z']")
+    assert lines[2].startswith("refused: lance_partitioned needs the namespace root")
+
+
+def test_stop_session_ends_the_python_workers_before_spark_stops(refused_writes):
+    # Spark's stop closes idle workers' sockets before it signals their daemon: a
+    # worker that woke up in between printed a BrokenPipeError traceback
+    assert refused_writes.returncode == 0, refused_writes.stderr[-3000:]
+    assert refused_writes.stdout == "0\n"
+
+
 # Search of every kind, index builds (an IVF asked for more lists than a leaf's vectors
 # can train: Lance warns) and maintenance, as docs/SEARCH.md and the README show them.
 SEARCH = """

@@ -8,10 +8,13 @@ JVM's stdin: PySpark's gateway server exits when its stdin reaches EOF.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -98,16 +101,23 @@ def _with_extension(settings: Mapping[str, str]) -> dict[str, str]:
 
 
 def stop_session(spark: SparkSession | None, timeout: float = 30.0) -> None:
-    """Stop Spark and make the driver JVM exit; safe to call twice."""
+    """Stop Spark and make the driver JVM exit, printing nothing; safe to call twice.
+
+    The Python worker daemons go first: Spark's own stop closes the sockets of idle
+    workers before it signals their daemon, and a worker that wakes up in between
+    reports the closed socket as a ``BrokenPipeError`` traceback on stderr.
+    """
+    gateway = SparkContext._gateway
+    proc: subprocess.Popen | None = getattr(gateway, "proc", None) if gateway else None
+    if proc is not None:
+        _stop_python_daemons(proc.pid, timeout)
     if spark is not None:
         try:
             spark.stop()
         except Exception:
             pass
-    gateway = SparkContext._gateway
     if gateway is None:
         return
-    proc: subprocess.Popen | None = getattr(gateway, "proc", None)
     try:
         gateway.shutdown()
     except Exception:
@@ -124,3 +134,51 @@ def stop_session(spark: SparkSession | None, timeout: float = 30.0) -> None:
             pass
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def _stop_python_daemons(jvm_pid: int, timeout: float) -> None:
+    """SIGTERM each ``pyspark.daemon`` the JVM started and wait (at most ``timeout``) until gone.
+
+    On SIGTERM a daemon sends SIGHUP to its process group, which ends its idle
+    workers at once, without a word (``pyspark/daemon.py``). Where ``/proc`` is
+    missing (not Linux) nothing is done.
+    """
+    daemons = _python_daemons(jvm_pid)
+    for pid in daemons:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while daemons and time.monotonic() < deadline:
+        daemons = [pid for pid in daemons if _running(pid)]
+        time.sleep(0.02)
+
+
+def _python_daemons(parent: int) -> list[int]:
+    """Pids of the running ``python -m pyspark.daemon`` processes whose parent is ``parent``."""
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != parent or not _running(int(name)):
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+        if b"pyspark.daemon" in argv:
+            found.append(int(name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
