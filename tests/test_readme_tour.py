@@ -17,8 +17,10 @@ def test_the_tour_runs(tmp_path, monkeypatch, spark):
         ("python", set()),
         ("bash", set()),
         ("python", {"spark"}),
+        ("python", {"spark"}),
     ]
     run_blocks(found[:2])
     assert lp.open("events").validate() == []
     run_spark_blocks(found[2:], spark, monkeypatch)
     assert lp.open("sales").count() == 1000
+    assert lp.open("sales_copy").count() == 1000
