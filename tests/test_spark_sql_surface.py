@@ -156,6 +156,23 @@ def test_insert_overwrite_dynamic_replaces_only_touched_partitions(
     assert (2, "b", 8) in [g[:3] for g in got]  # the partition c = 8 stayed
 
 
+def test_view_with_dynamic_overwrite_option(sql, tmp_path):
+    root = str(tmp_path / "ns")
+    lance_table(sql, root)
+    pq = parquet_twin(sql, tmp_path, "c")
+    v = sql.name("v")
+    sql(
+        f"CREATE TEMPORARY VIEW {v} USING {FMT} OPTIONS (root '{root}', partitionOverwriteMode 'dynamic')"
+    )
+    sql(f"INSERT OVERWRITE {v} SELECT 7, 'z', 9, TIMESTAMP'2024-03-01'")
+    sql("SET spark.sql.sources.partitionOverwriteMode=dynamic")
+    try:
+        sql(f"INSERT OVERWRITE {pq} (id, s, c, ts) SELECT 7, 'z', 9, TIMESTAMP'2024-03-01'")
+    finally:
+        sql("RESET spark.sql.sources.partitionOverwriteMode")
+    assert rows(sql(f"SELECT id, s, c, ts FROM {v}")) == rows(sql(f"SELECT id, s, c, ts FROM {pq}"))
+
+
 def test_save_as_table(spark, sql, tmp_path):
     t = sql.name()
     df = sql(f"SELECT * FROM {ROWS} AS v(id, s, c, ts)")
@@ -179,6 +196,22 @@ def test_drop_table_keeps_the_namespace(sql, tmp_path):
     sql(f"DROP TABLE {t}")
     assert tree_digest(root) == before
     assert lp.open(root).count() == 3
+
+
+def test_managed_table_lives_in_its_database_directory(sql, tmp_path):
+    """Neither LOCATION nor root: the namespace is the table's directory in its database
+    (Spark's managed table), and DROP TABLE deletes it, as it does a Parquet table's."""
+    db = sql.name("db")
+    sql(f"CREATE DATABASE {db} LOCATION '{tmp_path / db}'")
+    try:
+        sql(f"CREATE TABLE {db}.t ({COLUMNS}) USING {FMT} OPTIONS (spec 'c')")
+        sql(f"INSERT INTO {db}.t (id, s, c, ts) {ROWS}")
+        assert lp.open(str(tmp_path / db / "t")).count() == 3
+        assert len(rows(sql(f"SELECT * FROM {db}.t"))) == 3
+        sql(f"DROP TABLE {db}.t")
+        assert not os.path.exists(tmp_path / db / "t")
+    finally:
+        sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
 
 def test_create_table_over_an_existing_namespace_reads_its_schema(spark, sql, tmp_path):

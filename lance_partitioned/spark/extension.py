@@ -17,6 +17,12 @@ option ``__isolatedScan``. The reader accepts pushed filters only from a marked
 relation (``LancePartitionedReader.pushFilters``), so without the extension
 ``pushFilters`` is exact and does not prune.
 
+The jar also holds ``jvm/DefaultSource.java``, the provider Spark finds for the name
+``lance_partitioned`` when the jar is on the driver's class path: PySpark's own
+Python-source provider, whose tables keep their location, options and partitioning, so
+that catalog tables (``CREATE TABLE ... USING lance_partitioned``), ``partitionBy`` and
+``PARTITIONED BY`` work (docs/SPARK.md, "SQL statements").
+
 The jar is compiled here, once, with the JDK's ``javac`` against the installed
 PySpark's jars, and cached (``make setup`` builds it; ``local_session`` builds
 it on first use). ``extension_conf()`` gives the two settings a session needs.

@@ -3,7 +3,8 @@
 Protocol (the two phases of a ``WriteJob``, ``operations.write.job``, mapped onto Spark):
 
 1. ``plan_write`` (driver, once per job) creates the namespace if the write is
-   the first (schema from the DataFrame, spec from the ``spec`` option), checks the
+   the first (schema from the DataFrame, spec from the ``spec`` option or Spark's
+   partitioning; neither is refused, ``creation_spec``), checks the
    DataFrame schema against the namespace schema, and pins the ``__manifest``
    version plus a fresh job secret into the pickled writer.
 2. ``write`` (every task) runs ``WriteJob.write`` against that same snapshot
