@@ -63,9 +63,10 @@ def write(
 ) -> None:
     """``df.write.format("lance_partitioned")`` that also honours the session's
     ``spark.sql.sources.partitionOverwriteMode`` (Spark does not pass session
-    confs to Python data sources, so the raw writer needs the option instead)."""
+    confs to Python data sources, so the raw writer needs the option instead).
+    A write that creates the namespace needs ``spec`` (``""``: unpartitioned)."""
     writer = df.write.format(NAME).mode(mode)
-    if spec:
+    if spec is not None:
         writer = writer.option("spec", spec)
     if "partitionOverwriteMode" not in options:
         conf_mode = df.sparkSession.conf.get(OVERWRITE_MODE_CONF, "static")

@@ -17,6 +17,12 @@ option ``__isolatedScan``. The reader accepts pushed filters only from a marked
 relation (``LancePartitionedReader.pushFilters``), so without the extension
 ``pushFilters`` is exact and does not prune.
 
+The jar also holds ``jvm/DefaultSource.java``, the provider Spark finds for the name
+``lance_partitioned`` when the jar is on the driver's class path: PySpark's own
+Python-source provider, whose tables keep their location, options and partitioning, so
+that catalog tables (``CREATE TABLE ... USING lance_partitioned``), ``partitionBy`` and
+``PARTITIONED BY`` work (docs/SPARK.md, "SQL statements").
+
 The jar is compiled here, once, with the JDK's ``javac`` against the installed
 PySpark's jars, and cached (``make setup`` builds it; ``local_session`` builds
 it on first use). ``extension_conf()`` gives the two settings a session needs.
@@ -38,9 +44,11 @@ from pyspark.sql import SparkSession
 from lance_partitioned.errors import UnsupportedFeatureError
 
 EXTENSION_CLASS = "lance_partitioned.spark.Extensions"
+# The provider Spark finds for format("lance_partitioned") when the jar is on the class path
+PROVIDER_CLASS = "lance_partitioned.DefaultSource"
 EXTENSIONS_CONF = "spark.sql.extensions"
 CLASSPATH_CONF = "spark.driver.extraClassPath"
-_SOURCE = Path(__file__).with_name("jvm") / "Extensions.java"
+_SOURCES = tuple(sorted((Path(__file__).with_name("jvm")).glob("*.java")))
 _JAVA_RELEASE = "17"  # the oldest JVM Spark 4 runs on
 _JAR_NAME = "lance-partitioned-spark-extension.jar"
 
@@ -68,7 +76,7 @@ def extension_jar() -> Path:
 
     Raises ``UnsupportedFeatureError`` when no JDK is found or compiling fails.
     """
-    source = _SOURCE.read_bytes()
+    source = b"".join(p.name.encode() + p.read_bytes() for p in _SOURCES)
     key = hashlib.sha256(source + pyspark.__version__.encode() + _JAVA_RELEASE.encode())
     jar = _cache_root() / key.hexdigest()[:16] / _JAR_NAME
     if jar.is_file():
@@ -99,7 +107,7 @@ def _build(javac: str, jar: Path) -> None:
                 classpath,
                 "-d",
                 classes,
-                str(_SOURCE),
+                *(str(p) for p in _SOURCES),
             ],
             capture_output=True,
             text=True,
@@ -134,7 +142,12 @@ def extension_active(spark: SparkSession) -> bool:
     listed = spark.conf.get(EXTENSIONS_CONF, "") or ""
     if EXTENSION_CLASS not in [c.strip() for c in listed.split(",")]:
         return False
-    return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(EXTENSION_CLASS))
+    return loadable(spark, EXTENSION_CLASS)
+
+
+def loadable(spark: SparkSession, class_name: str) -> bool:
+    """Whether the driver JVM of ``spark`` can load ``class_name``."""
+    return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(class_name))
 
 
 if __name__ == "__main__":  # `make setup`: build the jar at install time

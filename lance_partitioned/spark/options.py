@@ -34,6 +34,10 @@ Reading:
 Writing:
 - ``spec``: partition spec for a namespace the write creates, Iceberg-like
   (``"year(ts), bucket(16, id), country"``); checked against an existing namespace.
+  A write that creates a namespace needs it (or ``partitionBy``); ``""`` asks for an
+  unpartitioned namespace.
+- ``__partitionBy`` (internal, set by the extension's provider): Spark's partitioning
+  of the write (``partitionBy``, a catalog table's ``PARTITIONED BY``), see ``partitioning``.
 - ``partitionOverwriteMode``: ``static`` (default; overwrite replaces everything) or
   ``dynamic`` (overwrite replaces only the partitions the data touches).
 - ``maxBufferBytes`` (default 128 MiB per task) and ``maxRowsPerFile``.
@@ -56,6 +60,7 @@ from pyspark.sql.datasource import CaseInsensitiveDict
 
 from lance_partitioned.catalog.storage import SECRET_KEYS
 from lance_partitioned.errors import SchemaError, positive_int
+from lance_partitioned.spark.partitioning import PARTITION_BY_OPTION, spark_partitioning_to_spec
 from lance_partitioned.spark.planning import DEFAULT_ROWS_PER_TASK, parse_version
 
 SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
@@ -101,7 +106,9 @@ class SourceOptions:
     filter: str | None
     push_filters: bool
     isolated_scan: bool  # this relation's read plan serves one scan (the extension's mark)
-    spec: str | None
+    spec: str | None  # None: not given; "": explicitly unpartitioned
+    # Spark's partitioning of the write's table (partitionBy, a catalog table's), as a spec
+    partition_by: str | None
     dynamic_overwrite: bool
     max_buffer_bytes: int
     max_rows_per_file: int
@@ -144,6 +151,9 @@ class SourceOptions:
             push_filters=_bool(options, "pushFilters", False),
             isolated_scan=_bool(options, ISOLATED_SCAN_OPTION, False),
             spec=options.get("spec"),
+            partition_by=spark_partitioning_to_spec(options[PARTITION_BY_OPTION])
+            if options.get(PARTITION_BY_OPTION)
+            else None,
             dynamic_overwrite=mode == "dynamic",
             max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES)
             or DEFAULT_MAX_BUFFER_BYTES,

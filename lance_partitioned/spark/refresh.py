@@ -72,6 +72,17 @@ def _views(spark: SparkSession) -> list:
     return plans
 
 
+def _python_table_class(table):
+    """PySpark's ``PythonTable`` class when ``table`` is one (or, as the extension's
+    tables are, a subclass of it), else None."""
+    cls = table.getClass()
+    while cls is not None:
+        if cls.getName() == _PYTHON_TABLE:
+            return cls
+        cls = cls.getSuperclass()
+    return None
+
+
 def refresh(spark: SparkSession) -> int:
     """Drop the cached read plans of this session's ``lance_partitioned`` views.
 
@@ -86,9 +97,10 @@ def refresh(spark: SparkSession) -> int:
             if not leaf.getClass().getName().endswith("DataSourceV2Relation"):
                 continue
             table = leaf.table()
-            if table.getClass().getName() != _PYTHON_TABLE or table.name() != SOURCE_NAME:
+            python_table = _python_table_class(table)
+            if python_table is None or table.name() != SOURCE_NAME:
                 continue
-            field = table.getClass().getDeclaredField("ds")
+            field = python_table.getDeclaredField("ds")
             field.setAccessible(True)
             provider = field.get(table)
             provider.setReadInfo(None)  # getOrCreateReadInfo plans again when null

@@ -12,7 +12,12 @@ import logging
 from pyspark.sql import SparkSession
 
 from lance_partitioned.spark.datasource import LancePartitionedDataSource
-from lance_partitioned.spark.extension import EXTENSION_CLASS, extension_active
+from lance_partitioned.spark.extension import (
+    EXTENSION_CLASS,
+    PROVIDER_CLASS,
+    extension_active,
+    loadable,
+)
 from lance_partitioned.spark.options import install_log_redaction
 from lance_partitioned.spark.refresh import install as install_refresh_hook
 
@@ -31,7 +36,7 @@ def register(spark: SparkSession) -> None:
     (``extension_conf()``): its filters then all stay with Spark.
     """
     install_log_redaction()
-    spark.dataSource.register(LancePartitionedDataSource)
+    _register_source(spark)
     if not extension_active(spark):
         log.warning(
             "this Spark session was started without %s, so pushFilters cannot prune: "
@@ -54,3 +59,26 @@ def register(spark: SparkSession) -> None:
         log.warning(
             "could not set %s=true (%s): filters will not be pushed down", PUSHDOWN_CONF, exc
         )
+
+
+def _register_source(spark: SparkSession) -> None:
+    """``spark.dataSource.register(LancePartitionedDataSource)``, also when the extension's
+    provider (``jvm/DefaultSource.java``) is on the class path.
+
+    Spark finds that class for the name ``lance_partitioned`` and then refuses to
+    register a Python source of the same name (``DATA_SOURCE_ALREADY_EXISTS``), although
+    the class is the Python source's own provider; so the Python source is then handed to
+    the session's data source manager directly, as ``register`` does after its check.
+    """
+    if not loadable(spark, PROVIDER_CLASS):
+        spark.dataSource.register(LancePartitionedDataSource)
+        return
+    from pyspark.sql.udf import _wrap_function
+
+    jvm = spark.sparkContext._jvm
+    wrapped = _wrap_function(spark.sparkContext, LancePartitionedDataSource)
+    source = getattr(
+        jvm, "org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource"
+    )(wrapped)
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    manager.registerDataSource(LancePartitionedDataSource.name(), source)

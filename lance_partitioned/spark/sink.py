@@ -3,7 +3,8 @@
 Protocol (the two phases of a ``WriteJob``, ``operations.write.job``, mapped onto Spark):
 
 1. ``plan_write`` (driver, once per job) creates the namespace if the write is
-   the first (schema from the DataFrame, spec from the ``spec`` option), checks the
+   the first (schema from the DataFrame, spec from the ``spec`` option or Spark's
+   partitioning; neither is refused, ``creation_spec``), checks the
    DataFrame schema against the namespace schema, and pins the ``__manifest``
    version plus a fresh job secret into the pickled writer.
 2. ``write`` (every task) runs ``WriteJob.write`` against that same snapshot
@@ -328,7 +329,7 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
         arrow = spark_to_arrow(schema, opts.vector_sizes)
         try:
             ns = PartitionedNamespace.create(
-                opts.root, arrow, opts.spec or "", opts.storage_options
+                opts.root, arrow, creation_spec(opts), opts.storage_options
             )
             created_version = ns.version
         except NamespaceExistsError:
@@ -340,7 +341,9 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
     try:
         snapshot = Snapshot.load(manifest, for_write=True)
         if opts.spec and created_version is None:
-            _check_spec(opts, snapshot)
+            _check_spec(opts.root, snapshot, opts.spec, f"spec {opts.spec!r}")
+        if opts.partition_by is not None:
+            _check_spec(opts.root, snapshot, opts.partition_by, PARTITION_BY_WORDS)
         if opts.vector_sizes and created_version is None:
             _check_vector_sizes(opts, snapshot, schema)
         check_input_schema(snapshot, schema)
@@ -352,13 +355,35 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
     return writer
 
 
-def _check_spec(opts: SourceOptions, snapshot: Snapshot) -> None:
+PARTITION_BY_WORDS = "Spark's partitioning (partitionBy / PARTITIONED BY)"
+
+
+def creation_spec(opts: SourceOptions) -> str:
+    """The spec of the namespace a write creates: the ``spec`` option, else Spark's
+    partitioning; neither is refused, so that forgetting the spec never silently
+    creates an unpartitioned namespace (``spec ""`` asks for one)."""
+    if opts.spec is not None:
+        return opts.spec
+    if opts.partition_by is not None:
+        return opts.partition_by
+    raise SpecError(
+        f"{opts.root!r} is not a namespace yet and this write would create it, so it needs "
+        'the partition spec: .option("spec", "year(ts), month(ts)") (in SQL: OPTIONS '
+        "(spec '...')), or .partitionBy(...) for identity fields; "
+        '.option("spec", "") creates an unpartitioned namespace'
+    )
+
+
+def _check_spec(root: str, snapshot: Snapshot, spec: str, asked: str) -> None:
+    """Refuse a write whose spec text (the ``spec`` option, Spark's partitioning)
+    differs from the namespace's current spec, naming both."""
     current = snapshot.current_spec
-    wanted = parse_spec(opts.spec, snapshot.schema, spec_id=current.spec_id)
+    wanted = parse_spec(spec, snapshot.schema, spec_id=current.spec_id)
     if wanted.describe(snapshot.schema) != current.describe(snapshot.schema):
         raise SpecError(
-            f"{opts.root!r} is partitioned by {current.describe(snapshot.schema)!r}, "
-            f"but the write asks for spec {opts.spec!r}; changing the spec through Spark is not supported"
+            f"{root!r} is partitioned by {current.describe(snapshot.schema)!r}, but the "
+            f"write asks for {asked}: {wanted.describe(snapshot.schema)!r}; changing the "
+            "spec through Spark is not supported"
         )
 
 

@@ -16,15 +16,34 @@ import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
+import org.apache.spark.sql.catalyst.plans.logical.AlterTableCommand;
+import org.apache.spark.sql.catalyst.plans.logical.CreateTable;
+import org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.ReplaceTable;
+import org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.TableSpec;
+import org.apache.spark.sql.catalyst.plans.logical.TableSpecBase;
+import org.apache.spark.sql.catalyst.plans.logical.UnresolvedTableSpec;
+import org.apache.spark.sql.catalyst.plans.logical.V2CreateTablePlan;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.catalog.TableChange;
+import org.apache.spark.sql.connector.catalog.TruncatableTable;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.Literal;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
@@ -33,6 +52,13 @@ import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
+import org.apache.spark.sql.connector.write.SupportsOverwriteV2;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.execution.datasources.v2.python.PythonWriteBuilder;
 import org.apache.spark.sql.internal.connector.SupportsMetadata;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
@@ -85,6 +111,18 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             @Override
             public Rule<LogicalPlan> apply(SparkSession session) {
                 return new PruneColumns(session);
+            }
+        });
+        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return new PartitioningAsProperty();
+            }
+        });
+        extensions.injectCheckRule(new AbstractFunction1<SparkSession, Function1<LogicalPlan, BoxedUnit>>() {
+            @Override
+            public Function1<LogicalPlan, BoxedUnit> apply(SparkSession session) {
+                return new RefuseColumnChanges();
             }
         });
         return BoxedUnit.UNIT;
@@ -325,15 +363,16 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
      * when the root cannot be listed with the session's Hadoop configuration (object
      * stores Hadoop is not set up for) or holds more than {@link #MAX_LISTED} entries.
      */
-    public static final class SizedTable extends PythonTable {
+    public static final class SizedTable extends BoundTable {
         static final int MAX_LISTED = 20000;
         private final OptionalLong bytes; // under the root
         private final int rowWidth; // defaultSize of every column of the namespace
         private final OptionalLong size;
 
         SizedTable(PythonDataSourceV2 provider, String name, StructType schema, OptionalLong bytes,
-                int rowWidth) {
-            super(provider, name, schema);
+                int rowWidth, BoundTable bound) {
+            super(provider, name, schema, bound == null ? new Transform[0] : bound.partitioning(),
+                bound == null ? new HashMap<>() : bound.bound);
             this.bytes = bytes;
             this.rowWidth = Math.max(1, rowWidth);
             OptionalLong scaled = OptionalLong.empty();
@@ -352,12 +391,14 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
                 CaseInsensitiveStringMap options, SparkSession session) {
             PythonDataSourceV2 provider = new PythonDataSourceV2();
             provider.setShortName(table.name());
+            BoundTable bound = table instanceof BoundTable ? (BoundTable) table : null;
             if (table instanceof SizedTable) {
                 SizedTable sized = (SizedTable) table;
-                return new SizedTable(provider, table.name(), schema, sized.bytes, sized.rowWidth);
+                return new SizedTable(provider, table.name(), schema, sized.bytes, sized.rowWidth, bound);
             }
-            return new SizedTable(provider, table.name(), schema, rootBytes(options, session),
-                table.schema().defaultSize());
+            CaseInsensitiveStringMap all = bound == null ? options : bound.withBound(options);
+            return new SizedTable(provider, table.name(), schema, rootBytes(all, session),
+                table.schema().defaultSize(), bound);
         }
 
         @Override
@@ -399,6 +440,354 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         } catch (Exception | LinkageError e) {
             LOG.debug("lance_partitioned: no size for {}: {}", root, e.toString());
             return OptionalLong.empty();
+        }
+    }
+
+    // ---- catalog tables, partitionBy, overwrite modes (the provider jvm/DefaultSource.java) ----
+
+    /** Write option naming the partitioning Spark gave the table ({@code partitionBy}, the catalog's). */
+    static final String PARTITION_BY = "__partitionBy";
+    /** Catalog property holding PARTITIONED BY transforms the session catalog cannot store. */
+    static final String PARTITIONING_PROPERTY = "lance_partitioned.partitioning";
+    static final String OVERWRITE_MODE = "partitionOverwriteMode";
+    static final String OPTION_PREFIX = "option.";
+    static final String CONDITIONAL_OVERWRITE =
+        "lance_partitioned cannot overwrite only the rows matching a condition (INSERT OVERWRITE "
+        + "... PARTITION (...), writeTo(...).overwrite(...)): replace the partitions the new rows "
+        + "touch with SET spark.sql.sources.partitionOverwriteMode=dynamic and INSERT OVERWRITE "
+        + "without PARTITION (or the option partitionOverwriteMode 'dynamic')";
+
+    /** A {@link BoundTable} of {@code provider}: what {@code DefaultSource.getTable} returns. */
+    public static Table bind(PythonDataSourceV2 provider, String name, StructType schema,
+            Transform[] partitioning, Map<String, String> properties) {
+        for (Transform t : partitioning) {
+            String kind = t.name();
+            if (!"identity".equals(kind) && !"bucket".equals(kind)) {
+                throw new IllegalArgumentException(
+                    "lance_partitioned: partitioning " + term(t) + " cannot be given here (Spark's "
+                    + "session catalog stores only columns and bucket(n, col)); give the partition "
+                    + "spec as an option instead: OPTIONS (spec '...') in SQL, .option(\"spec\", "
+                    + "\"...\") in a DataFrame write (docs/SPARK.md, \"SQL statements\")");
+            }
+        }
+        return new BoundTable(provider, name, schema, partitioning, properties);
+    }
+
+    /** Spark's partition transform as the text Python maps to a spec term: {@code c}, {@code bucket(16, id)}. */
+    static String term(Transform t) {
+        List<String> args = new ArrayList<>();
+        for (Expression e : t.arguments()) {
+            if (e instanceof NamedReference) {
+                args.add(String.join(".", ((NamedReference) e).fieldNames()));
+            } else if (e instanceof Literal) {
+                args.add(String.valueOf(((Literal<?>) e).value()));
+            } else {
+                args.add(e.describe());
+            }
+        }
+        if ("identity".equals(t.name()) && args.size() == 1) {
+            return args.get(0);
+        }
+        return t.name() + "(" + String.join(", ", args) + ")";
+    }
+
+    /**
+     * PySpark's {@code PythonTable} that keeps what {@code getTable} was given: the
+     * partitioning (reported to Spark, and handed to Python as the write option
+     * {@code __partitionBy}) and the properties, the options of a {@code load()} or a
+     * catalog table's (its {@code LOCATION} as {@code path}, its {@code OPTIONS} as
+     * {@code option.<key>}), merged under the options of every scan and write. Its writes
+     * also support dynamic partition overwrite ({@code partitionOverwriteMode 'dynamic'}).
+     */
+    public static class BoundTable extends PythonTable implements TruncatableTable {
+        final PythonDataSourceV2 provider;
+        final String shortName;
+        private final Transform[] partitioning;
+        final Map<String, String> bound;
+
+        BoundTable(PythonDataSourceV2 provider, String name, StructType schema,
+                Transform[] partitioning, Map<String, String> properties) {
+            super(provider, name, schema);
+            this.provider = provider;
+            this.shortName = name;
+            this.partitioning = partitioning.clone();
+            this.bound = sourceOptions(properties);
+        }
+
+        @Override
+        public Transform[] partitioning() {
+            return partitioning.clone();
+        }
+
+        @Override
+        public Set<TableCapability> capabilities() {
+            Set<TableCapability> out = new HashSet<>(super.capabilities());
+            out.add(TableCapability.OVERWRITE_DYNAMIC);
+            out.add(TableCapability.OVERWRITE_BY_FILTER); // refused with our own message
+            return out;
+        }
+
+        /** The table's options overlaid by {@code given} (a scan's or a write's). */
+        CaseInsensitiveStringMap withBound(CaseInsensitiveStringMap given) {
+            Map<String, String> all = new HashMap<>();
+            for (Map.Entry<String, String> e : bound.entrySet()) {
+                if (!given.containsKey(e.getKey())) {
+                    all.put(e.getKey(), e.getValue());
+                }
+            }
+            all.putAll(given.asCaseSensitiveMap());
+            return new CaseInsensitiveStringMap(all);
+        }
+
+        @Override
+        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            return super.newScanBuilder(withBound(options));
+        }
+
+        @Override
+        public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+            return new BoundWriteBuilder(this, info);
+        }
+
+        /** {@code TRUNCATE TABLE}: an overwrite with no rows, through this source. */
+        @Override
+        public boolean truncateTable() {
+            SparkSession session = SparkSession.active();
+            Map<String, String> options = new HashMap<>(bound);
+            options.remove(PARTITION_BY);
+            session.createDataFrame(new ArrayList<Row>(), schema()).write().format(shortName)
+                .options(options).mode("overwrite").save();
+            return true;
+        }
+    }
+
+    /**
+     * The options Python gets from a table's properties: a catalog table's {@code OPTIONS}
+     * are stored as {@code option.<key>} (and win), its location as {@code path}.
+     */
+    public static Map<String, String> sourceOptions(Map<String, String> properties) {
+        Map<String, String> out = new HashMap<>();
+        for (Map.Entry<String, String> e : properties.entrySet()) {
+            if (!e.getKey().startsWith(OPTION_PREFIX)) {
+                out.put(e.getKey(), "path".equalsIgnoreCase(e.getKey()) ? localPath(e.getValue()) : e.getValue());
+            }
+        }
+        for (Map.Entry<String, String> e : properties.entrySet()) {
+            if (e.getKey().startsWith(OPTION_PREFIX)) {
+                out.put(e.getKey().substring(OPTION_PREFIX.length()), e.getValue());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * A catalog table's location as the root Lance opens: Spark stores a local one as
+     * the URI {@code file:/dir} (percent-encoded), which is a relative path to Lance.
+     */
+    static String localPath(String location) {
+        if (location == null || !location.startsWith("file:")) {
+            return location;
+        }
+        try {
+            return new java.io.File(new java.net.URI(location)).getPath();
+        } catch (Exception e) {
+            return location;
+        }
+    }
+
+    /** PySpark's write builder over the bound options, plus dynamic overwrite. */
+    static final class BoundWriteBuilder implements SupportsDynamicOverwrite, SupportsOverwriteV2 {
+        private final BoundTable table;
+        private final LogicalWriteInfo info;
+        private boolean truncate;
+        private boolean dynamic;
+
+        BoundWriteBuilder(BoundTable table, LogicalWriteInfo info) {
+            this.table = table;
+            this.info = info;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            truncate = true;
+            return this;
+        }
+
+        @Override
+        public WriteBuilder overwriteDynamicPartitions() {
+            truncate = true;
+            dynamic = true;
+            return this;
+        }
+
+        @Override
+        public boolean canOverwrite(Predicate[] predicates) {
+            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+        }
+
+        @Override
+        public WriteBuilder overwrite(Predicate[] predicates) {
+            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+        }
+
+        @Override
+        public Write build() {
+            Map<String, String> options = new HashMap<>(table.withBound(info.options()).asCaseSensitiveMap());
+            List<String> terms = new ArrayList<>();
+            for (Transform t : table.partitioning()) {
+                terms.add(term(t));
+            }
+            String stored = options.remove(PARTITIONING_PROPERTY);
+            if (stored != null && terms.isEmpty()) {
+                terms.add(stored);
+            }
+            if (!terms.isEmpty()) {
+                options.put(PARTITION_BY, String.join("; ", terms));
+            }
+            if (dynamic) {
+                options.put(OVERWRITE_MODE, "dynamic");
+            }
+            WriteBuilder inner = new PythonWriteBuilder(table.provider, table.shortName,
+                new WriteInfo(info, new CaseInsensitiveStringMap(options)));
+            if (truncate) {
+                inner = ((SupportsTruncate) inner).truncate();
+            }
+            return inner.build();
+        }
+    }
+
+    /** {@code info} with other options. */
+    static final class WriteInfo implements LogicalWriteInfo {
+        private final LogicalWriteInfo info;
+        private final CaseInsensitiveStringMap options;
+
+        WriteInfo(LogicalWriteInfo info, CaseInsensitiveStringMap options) {
+            this.info = info;
+            this.options = options;
+        }
+
+        @Override
+        public CaseInsensitiveStringMap options() {
+            return options;
+        }
+
+        @Override
+        public String queryId() {
+            return info.queryId();
+        }
+
+        @Override
+        public StructType schema() {
+            return info.schema();
+        }
+    }
+
+    /**
+     * {@code CREATE TABLE ... PARTITIONED BY (months(ts), ...)} (and CTAS, REPLACE): Spark's
+     * session catalog stores only columns and {@code bucket}, and fails on any other
+     * transform. This resolution rule moves the partitioning of a {@code lance_partitioned}
+     * table that has such a transform into the table property {@link #PARTITIONING_PROPERTY};
+     * {@link BoundWriteBuilder} hands it to Python as {@code __partitionBy}, which maps it to
+     * the namespace's spec when the first write creates the namespace.
+     */
+    public static final class PartitioningAsProperty extends Rule<LogicalPlan> {
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            if (!(plan instanceof V2CreateTablePlan)) {
+                return plan;
+            }
+            List<Transform> transforms = CollectionConverters.asJava(((V2CreateTablePlan) plan).partitioning());
+            TableSpecBase spec = tableSpec(plan);
+            if (spec == null || transforms.isEmpty() || !isSource(spec.provider())) {
+                return plan;
+            }
+            boolean stored = true;
+            List<String> terms = new ArrayList<>();
+            for (Transform t : transforms) {
+                stored &= "identity".equals(t.name()) || "bucket".equals(t.name());
+                terms.add(term(t));
+            }
+            if (stored) {
+                return plan; // the catalog keeps it, and BoundTable reports it
+            }
+            return withoutPartitioning(plan, withProperty(spec, String.join("; ", terms)));
+        }
+    }
+
+    static boolean isSource(scala.Option<String> provider) {
+        return provider.isDefined() && SOURCE.equalsIgnoreCase(provider.get());
+    }
+
+    static TableSpecBase tableSpec(LogicalPlan plan) {
+        if (plan instanceof CreateTable) {
+            return ((CreateTable) plan).tableSpec();
+        } else if (plan instanceof CreateTableAsSelect) {
+            return ((CreateTableAsSelect) plan).tableSpec();
+        } else if (plan instanceof ReplaceTable) {
+            return ((ReplaceTable) plan).tableSpec();
+        } else if (plan instanceof ReplaceTableAsSelect) {
+            return ((ReplaceTableAsSelect) plan).tableSpec();
+        }
+        return null;
+    }
+
+    static TableSpecBase withProperty(TableSpecBase spec, String partitioning) {
+        scala.collection.immutable.Map<String, String> props =
+            spec.properties().updated(PARTITIONING_PROPERTY, partitioning);
+        if (spec instanceof UnresolvedTableSpec) {
+            UnresolvedTableSpec s = (UnresolvedTableSpec) spec;
+            return s.copy(props, s.provider(), s.optionExpression(), s.location(), s.comment(),
+                s.collation(), s.serde(), s.external(), s.constraints());
+        }
+        TableSpec s = (TableSpec) spec;
+        return s.copy(props, s.provider(), s.options(), s.location(), s.comment(), s.collation(),
+            s.serde(), s.external(), s.constraints());
+    }
+
+    static LogicalPlan withoutPartitioning(LogicalPlan plan, TableSpecBase spec) {
+        scala.collection.immutable.Seq<Transform> none =
+            CollectionConverters.asScala(new ArrayList<Transform>()).toSeq();
+        if (plan instanceof CreateTable) {
+            CreateTable p = (CreateTable) plan;
+            return p.copy(p.name(), p.columns(), none, spec, p.ignoreIfExists());
+        } else if (plan instanceof CreateTableAsSelect) {
+            CreateTableAsSelect p = (CreateTableAsSelect) plan;
+            return p.copy(p.name(), none, p.query(), spec, p.writeOptions(), p.ignoreIfExists(),
+                p.isAnalyzed());
+        } else if (plan instanceof ReplaceTable) {
+            ReplaceTable p = (ReplaceTable) plan;
+            return p.copy(p.name(), p.columns(), none, spec, p.orCreate());
+        }
+        ReplaceTableAsSelect p = (ReplaceTableAsSelect) plan;
+        return p.copy(p.name(), none, p.query(), spec, p.writeOptions(), p.orCreate(), p.isAnalyzed());
+    }
+
+    /**
+     * Refuses {@code ALTER TABLE} column changes on a {@code lance_partitioned} catalog
+     * table: Spark's session catalog would change only its own copy of the schema, not the
+     * namespace's (and fails inside the command).
+     */
+    static final class RefuseColumnChanges extends AbstractFunction1<LogicalPlan, BoxedUnit> {
+        static final String MESSAGE = "lance_partitioned: ALTER TABLE cannot change the columns "
+            + "of a lance_partitioned table (Spark's catalog would change only its own copy of "
+            + "the schema): evolve the namespace with lance_partitioned (ns.add_column, "
+            + "rename_column, drop_column, widen_column), then DROP TABLE and CREATE TABLE ... "
+            + "USING lance_partitioned LOCATION '<root>' to read its new schema";
+
+        @Override
+        public BoxedUnit apply(LogicalPlan plan) {
+            if (plan instanceof AlterTableCommand) {
+                AlterTableCommand alter = (AlterTableCommand) plan;
+                LogicalPlan table = alter.table();
+                if (table instanceof ResolvedTable && ((ResolvedTable) table).table() instanceof BoundTable) {
+                    for (TableChange change : CollectionConverters.asJava(alter.changes())) {
+                        if (change instanceof TableChange.ColumnChange) {
+                            throw new IllegalArgumentException(MESSAGE);
+                        }
+                    }
+                }
+            }
+            return BoxedUnit.UNIT;
         }
     }
 
