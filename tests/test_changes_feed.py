@@ -236,3 +236,27 @@ def test_bad_ranges_are_refused(tmp_path):
         ns.changes("yesterday")
     with pytest.raises(VersionNotFoundError):
         ns.changes(ns.version, ns.version + 5)
+
+
+def test_a_commit_is_found_without_reading_the_manifest_fragments_rows(tmp_path, monkeypatch):
+    """The ``__manifest`` fragment holding every partition's row is compared by its
+    deletion files: none of its rows (nor their addresses) is listed, whatever its size."""
+    import lance.fragment
+
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    many = [f"p{i}" for i in range(200)]
+    ns.append(pa.table({"id": range(200), "k": many, "v": [0] * 200}), progress=False)
+    for i in range(3):  # the later commits delete rows of that fragment
+        ns.append(pa.table({"id": [1000 + i], "k": [many[i]], "v": [1]}), progress=False)
+    ns.delete("k = 'p50'")
+    scanned: list[str] = []
+    real = lance.fragment.LanceFragment.scanner
+
+    def spy(self, *args, **kwargs):
+        scanned.append(self._ds.uri)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.fragment.LanceFragment, "scanner", spy)
+    v = ns.version
+    assert feed_net(ns.root, v - 4, v) == oracle(ns.root, v - 4, v)
+    assert not [uri for uri in scanned if uri.rstrip("/").endswith("__manifest")]

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import lance
@@ -53,6 +52,7 @@ from lance_partitioned.errors import (
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
+from lance_partitioned.operations.read.fragment_diff import fragment_diff
 from lance_partitioned.operations.read.scan import Scan, read_leaf
 from lance_partitioned.operations.read.scan_filter import FilterLike
 
@@ -86,61 +86,6 @@ LANCE_PLAIN = frozenset({"Append", "Delete", "Update", "Overwrite"})
 
 # The ``__manifest`` columns a change needs besides the partition columns.
 _ROW_COLUMNS = ["object_id", "object_type", "location", "read_version", "read_branch", "read_tag"]
-
-
-@dataclass
-class FragmentDiff:
-    """How version ``new`` of a Lance dataset differs from version ``old`` in rows.
-
-    ``added``: fragments of ``new`` whose rows are all new; ``removed``: fragments of
-    ``old`` whose rows are all gone; ``deleted``: row addresses live in ``old`` and
-    not in ``new`` (a deletion file); ``revived``: row addresses live in ``new`` and
-    not in ``old`` (a restore of an earlier version).
-    """
-
-    added: list[int] = field(default_factory=list)
-    removed: list[int] = field(default_factory=list)
-    deleted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    revived: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.removed or len(self.deleted) or len(self.revived))
-
-
-def _same_rows(old: Any, new: Any) -> bool:
-    """Whether fragment metadata ``new`` holds the rows of ``old`` (same id): the same
-    physical rows in the same data files, possibly with files of added columns."""
-    old_files, new_files = {f.path for f in old.files}, {f.path for f in new.files}
-    return old.physical_rows == new.physical_rows and old_files <= new_files
-
-
-def _live(ds: lance.LanceDataset, fragment_id: int) -> np.ndarray:
-    """The row addresses of the live rows of one fragment of ``ds``."""
-    scanner = ds.get_fragment(fragment_id).scanner(columns=[], with_row_address=True)
-    return scanner.to_table().column("_rowaddr").to_numpy()
-
-
-def fragment_diff(old: lance.LanceDataset, new: lance.LanceDataset) -> FragmentDiff:
-    """Compare two versions of one dataset by fragment metadata; a fragment whose
-    deletion count changed has its live row addresses read (no other data)."""
-    before = {f.id: f for f in (fr.metadata for fr in old.get_fragments())}
-    diff, deleted, revived = FragmentDiff(), [], []
-    for frag in (fr.metadata for fr in new.get_fragments()):
-        was = before.pop(frag.id, None)
-        if was is None or not _same_rows(was, frag):
-            diff.added.append(frag.id)
-            if was is not None:
-                diff.removed.append(frag.id)
-        elif was.num_deletions != frag.num_deletions:
-            old_live, new_live = _live(old, frag.id), _live(new, frag.id)
-            deleted.append(np.setdiff1d(old_live, new_live))
-            revived.append(np.setdiff1d(new_live, old_live))
-    diff.removed.extend(before)
-    if deleted:
-        diff.deleted = np.concatenate(deleted).astype(np.uint64)
-        diff.revived = np.concatenate(revived).astype(np.uint64)
-    return diff
 
 
 def _rows_at(ds: lance.LanceDataset, fragments: list[int], addresses: np.ndarray) -> pa.Table:
@@ -212,7 +157,7 @@ class ChangeFeed:
         may select: from the ``__manifest`` rows the commit replaced, removed or wrote."""
         if kind in LANCE_ROW_KEEPING:
             return []
-        diff = fragment_diff(old, new)
+        diff = fragment_diff(old, new, self.manifest.storage_options)
         if diff.empty:
             return []
         schema = self.end.dataset.schema
@@ -286,7 +231,7 @@ class ChangeFeed:
         kinds = _operations_between(new, before, after)
         if kinds is not None and kinds <= LANCE_ROW_KEEPING:
             return self._empty(), self._empty()
-        diff = fragment_diff(old, new)
+        diff = fragment_diff(old, new, self.manifest.storage_options)
         cancel = kinds is None or not kinds <= LANCE_PLAIN
         columns = self.end.schema.names if cancel else self._columns
         deleted = self._read(old, before, diff.removed, diff.deleted, columns)
@@ -376,11 +321,19 @@ class ChangeFeed:
         for version, when, leaves in self._commits():
             if not leaves:
                 continue
-            with ThreadPoolExecutor(min(8, len(leaves))) as pool:
-                for deleted, inserted in pool.map(self._leaf_rows, leaves):
-                    for rows, kind in ((deleted, DELETE), (inserted, INSERT)):
-                        if rows.num_rows:
-                            yield from self._labelled(rows, kind, version, when).to_batches()
+            for deleted, inserted in self._each_leaf(leaves):
+                for rows, kind in ((deleted, DELETE), (inserted, INSERT)):
+                    if rows.num_rows:
+                        yield from self._labelled(rows, kind, version, when).to_batches()
+
+    def _each_leaf(self, leaves: list[LeafChange]) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """(deleted, inserted) of each changed partition, in order; one partition, the
+        usual commit, is read here: starting threads would cost more than it reads."""
+        if len(leaves) == 1:
+            yield self._leaf_rows(leaves[0])
+            return
+        with ThreadPoolExecutor(min(8, len(leaves))) as pool:
+            yield from pool.map(self._leaf_rows, leaves)
 
     def _labelled(self, rows: pa.Table, kind: str, version: int, when: Any) -> pa.Table:
         n = rows.num_rows
