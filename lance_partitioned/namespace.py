@@ -258,8 +258,10 @@ class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, 
         "Reading what changed").
 
         Each row has the namespace's columns (``columns``: those only), then
-        ``_change_type`` (``insert`` or ``delete``; an updated row is its old value
-        deleted and its new value inserted), ``_commit_version`` (the ``__manifest``
+        ``_change_type`` (``insert`` or ``delete``; a row a merge or update changed is
+        an ``update_preimage`` and ``update_postimage`` pair where its key pairs them
+        for certain, else its old value deleted and its new value inserted),
+        ``_commit_version`` (the ``__manifest``
         version that published it) and ``_commit_timestamp`` (UTC). ``filter`` selects
         rows as ``scan``'s does, pruning partitions through ``__manifest``. Compaction
         and other commits that move rows without changing them add no rows. Cost

@@ -24,7 +24,10 @@ time as ``_commit_timestamp``). The cost follows the change, not the table
    versions mix such an operation with a real change, an identical deleted and
    inserted row cancel out (compared on every column).
 
-An update shows as the old row deleted and the new one inserted.
+4. **Updated rows.** A commit that knows its rows by key (``merge`` with an
+   update clause, ``update``: ``change_images``) reports each updated row as an
+   ``update_preimage`` and ``update_postimage`` pair; every other update shows as
+   the old row deleted and the new one inserted.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog import history, layout
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.leaf_open import open_leaf_dataset, read_session
 from lance_partitioned.catalog.manifest import Manifest, conform
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
@@ -52,6 +56,12 @@ from lance_partitioned.errors import (
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
+from lance_partitioned.operations.read.change_images import (
+    UPDATE_POSTIMAGE,
+    UPDATE_PREIMAGE,
+    image_key,
+    pair_images,
+)
 from lance_partitioned.operations.read.fragment_diff import fragment_diff
 from lance_partitioned.operations.read.scan import Scan, read_leaf
 from lance_partitioned.operations.read.scan_filter import FilterLike
@@ -113,9 +123,11 @@ class ChangeFeed:
     object: ``to_arrow``, ``to_batches``, ``to_reader``, ``to_pandas``, ``count``).
 
     Built by ``ns.changes``; nothing is read until asked. Columns: the namespace's
-    (``columns``: those only), then ``_change_type`` (``insert``/``delete``),
+    (``columns``: those only), then ``_change_type`` (``insert``/``delete``, or
+    ``update_preimage``/``update_postimage`` for a row a merge or update changed),
     ``_commit_version`` and ``_commit_timestamp`` (UTC). Rows come in commit order;
-    within a commit, partition by partition, deletes before inserts.
+    within a commit, partition by partition, deletes before inserts (a merge or update:
+    deletes, then each updated row's pre and post image, then inserts).
     """
 
     def __init__(
@@ -219,39 +231,43 @@ class ChangeFeed:
                 raise gone from exc
             raise_for_user(exc, f"reading partition {leaf.object_id} ({leaf.location})")
 
-    def _leaf_rows(self, change: LeafChange) -> tuple[pa.Table, pa.Table]:
-        """(deleted, inserted) rows of one changed partition, in the output columns."""
+    def _leaf_rows(self, change: LeafChange, wide: bool = False) -> tuple[pa.Table, pa.Table]:
+        """(deleted, inserted) rows of one changed partition, in the output columns
+        (``wide``: every column of the end version, to pair update images by)."""
         before, after = change
+        out = self.end.schema.names if wide else self._columns
         same = before is not None and after is not None and before.location == after.location
         old = self._open(before) if before is not None else None
         new = self._open(after) if after is not None else None
         if not same:
-            return self._whole(old, before), self._whole(new, after)
+            return self._whole(old, before, out), self._whole(new, after, out)
         assert old is not None and new is not None and before is not None and after is not None
         kinds = _operations_between(new, before, after)
         if kinds is not None and kinds <= LANCE_ROW_KEEPING:
-            return self._empty(), self._empty()
+            return self._empty(out), self._empty(out)
         diff = fragment_diff(old, new, self.manifest.storage_options)
         cancel = kinds is None or not kinds <= LANCE_PLAIN
-        columns = self.end.schema.names if cancel else self._columns
+        columns = self.end.schema.names if cancel else out
         deleted = self._read(old, before, diff.removed, diff.deleted, columns)
         inserted = self._read(new, after, diff.added, diff.revived, columns)
         if cancel:
             deleted, inserted = _cancel(deleted, inserted)
-        return deleted.select(self._columns), inserted.select(self._columns)
+        return deleted.select(out), inserted.select(out)
 
     @property
     def _columns(self) -> list[str]:
         return [f.name for f in self.scan.output_schema]
 
-    def _empty(self) -> pa.Table:
-        return self.scan.output_schema.empty_table()
+    def _empty(self, columns: list[str]) -> pa.Table:
+        return pa.schema([self.end.schema.arrow.field(c) for c in columns]).empty_table()
 
-    def _whole(self, ds: lance.LanceDataset | None, leaf: Leaf | None) -> pa.Table:
+    def _whole(
+        self, ds: lance.LanceDataset | None, leaf: Leaf | None, columns: list[str]
+    ) -> pa.Table:
         """Every row of a partition that appeared or was removed (the filter's rows)."""
         if ds is None or leaf is None:
-            return self._empty()
-        return self._read(ds, leaf, [f.fragment_id for f in ds.get_fragments()], None)
+            return self._empty(columns)
+        return self._read(ds, leaf, [f.fragment_id for f in ds.get_fragments()], None, columns)
 
     def _read(
         self,
@@ -300,8 +316,9 @@ class ChangeFeed:
         return rows.select(columns).cast(schema)
 
     # -- output ---------------------------------------------------------------------------
-    def _commits(self) -> Iterator[tuple[int, Any, list[LeafChange]]]:
-        """Per version after ``start``: its number, timestamp and changed partitions."""
+    def _commits(self) -> Iterator[tuple[int, Any, CommitInfo, list[LeafChange]]]:
+        """Per version after ``start``: its number, timestamp, record and changed
+        partitions."""
         opened = self._versions()
         latest = opened[-1]
         for old, new in zip(opened, opened[1:], strict=False):
@@ -314,31 +331,61 @@ class ChangeFeed:
                 kind = type(latest.read_transaction(new.version).operation).__name__
             except Exception:  # no transaction file: compare the versions whole
                 kind = None
-            yield new.version, when, self._changed_leaves(old, new, kind)
+            yield new.version, when, record, self._changed_leaves(old, new, kind)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream the change rows, commit by commit (up to 8 partitions read at once)."""
-        for version, when, leaves in self._commits():
+        for version, when, record, leaves in self._commits():
             if not leaves:
+                continue
+            key = image_key(record, self.end.schema.names)
+            if key is not None:
+                yield from self._paired(leaves, key, version, when)
                 continue
             for deleted, inserted in self._each_leaf(leaves):
                 for rows, kind in ((deleted, DELETE), (inserted, INSERT)):
                     if rows.num_rows:
                         yield from self._labelled(rows, kind, version, when).to_batches()
 
-    def _each_leaf(self, leaves: list[LeafChange]) -> Iterator[tuple[pa.Table, pa.Table]]:
+    def _each_leaf(
+        self, leaves: list[LeafChange], wide: bool = False
+    ) -> Iterator[tuple[pa.Table, pa.Table]]:
         """(deleted, inserted) of each changed partition, in order; one partition, the
         usual commit, is read here: starting threads would cost more than it reads."""
         if len(leaves) == 1:
-            yield self._leaf_rows(leaves[0])
+            yield self._leaf_rows(leaves[0], wide)
             return
         with ThreadPoolExecutor(min(8, len(leaves))) as pool:
-            yield from pool.map(self._leaf_rows, leaves)
+            yield from pool.map(lambda change: self._leaf_rows(change, wide), leaves)
 
-    def _labelled(self, rows: pa.Table, kind: str, version: int, when: Any) -> pa.Table:
+    def _paired(
+        self, leaves: list[LeafChange], key: list[str], version: int, when: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """One commit that updated rows it knows by ``key`` (``change_images``): its rows
+        read whole, then deletes, the pre and post image of each updated row, inserts.
+        The commit's changed rows are held at once: a pair may span two partitions."""
+        read = list(self._each_leaf(leaves, wide=True))
+        deleted = pa.concat_tables([d for d, _ in read])
+        inserted = pa.concat_tables([i for _, i in read])
+        pre, post = pair_images(deleted, inserted, key)
+        images = pa.concat_tables([deleted.take(_positions(pre)), inserted.take(_positions(post))])
+        n = len(pre)
+        interleaved = [j for i in range(n) for j in (i, n + i)]
+        pre_set, post_set = set(pre), set(post)
+        parts = [
+            (_take_except(deleted, pre_set), DELETE),
+            (images.take(_positions(interleaved)), [UPDATE_PREIMAGE, UPDATE_POSTIMAGE] * n),
+            (_take_except(inserted, post_set), INSERT),
+        ]
+        for rows, kind in parts:
+            if rows.num_rows:
+                rows = rows.select(self._columns)
+                yield from self._labelled(rows, kind, version, when).to_batches()
+
+    def _labelled(self, rows: pa.Table, kind: str | list[str], version: int, when: Any) -> pa.Table:
         n = rows.num_rows
         extra = [
-            pa.array([kind] * n, pa.string()),
+            pa.array([kind] * n if isinstance(kind, str) else kind, pa.string()),
             pa.array([version] * n, pa.int64()),
             pa.array([when] * n, pa.timestamp("us", tz="UTC")),
         ]
@@ -381,6 +428,15 @@ def _operations_between(new: lance.LanceDataset, before: Leaf, after: Leaf) -> s
             return None
         kinds.add(type(txn.operation).__name__)
     return kinds
+
+
+def _positions(rows: list[int]) -> pa.Array:
+    return pa.array(rows, pa.int64())
+
+
+def _take_except(rows: pa.Table, skip: set[int]) -> pa.Table:
+    """``rows`` without the rows at positions ``skip``."""
+    return rows.take(_positions([i for i in range(rows.num_rows) if i not in skip]))
 
 
 def _cancel(deleted: pa.Table, inserted: pa.Table) -> tuple[pa.Table, pa.Table]:
