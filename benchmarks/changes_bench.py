@@ -10,7 +10,9 @@ same rows partitioned by ``k`` with ``delta.enableChangeDataFeed`` (``write_delt
 not measured). Then, on both, the same two commits, each changing one partition:
 
 1. append one row ``(k = N // 2, v = -1)``;
-2. delete the row ``k = N // 3``.
+2. delete the row ``k = N // 3``;
+3. update the row ``k = N // 4`` (``v = v + 1``): both feeds report it as an
+   ``update_preimage`` and ``update_postimage`` pair.
 
 Measured (wall clock, best and median of ``--reps`` after one warm-up): reading the
 changes of exactly that commit, as an Arrow table, with a handle or table already
@@ -119,6 +121,9 @@ def one_size(n: int, work: Path, reps: int, failures: list[str]) -> list[dict[st
         ("delete one row", lambda: ns.delete(f"k = {n // 3}"),
          lambda: delta.delete(f"k = {n // 3}"),
          [("delete", n // 3, n // 3)]),
+        ("update one row", lambda: ns.update({"v": "v + 1"}, where=f"k = {n // 4}"),
+         lambda: delta.update(updates={"v": "v + 1"}, predicate=f"k = {n // 4}"),
+         [("update_postimage", n // 4, n // 4 + 1), ("update_preimage", n // 4, n // 4)]),
     ]  # fmt: skip
     for label, ours, theirs, expected in commits:
         ours()

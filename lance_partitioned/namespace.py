@@ -275,10 +275,11 @@ class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, 
             last = checkpoint.read()
             ns.changes(last, filter="country = 'FR'").to_arrow()
         """
-        if end_version is None:
+        version = history.check_version_arg(end_version)
+        if version is None or version == self._snapshot.version:  # this handle's: loaded
             end = self._snapshot
         else:
-            end = Snapshot.load(self._manifest, history.check_version_arg(end_version))
+            end = Snapshot.load(self._manifest, version)
         return changes(self._manifest, start_version, end, filter, columns)
 
     def plan(self, filter: FilterLike = None) -> ScanPlan:

@@ -98,15 +98,20 @@ LANCE_PLAIN = frozenset({"Append", "Delete", "Update", "Overwrite"})
 _ROW_COLUMNS = ["object_id", "object_type", "location", "read_version", "read_branch", "read_tag"]
 
 
-def _rows_at(ds: lance.LanceDataset, fragments: list[int], addresses: np.ndarray) -> pa.Table:
-    """The rows of whole ``fragments`` and at row ``addresses`` of ``ds``, every column."""
+def _rows_at(
+    ds: lance.LanceDataset, fragments: list[int], addresses: np.ndarray, schema: pa.Schema
+) -> pa.Table:
+    """The rows of whole ``fragments`` and at row ``addresses`` of ``ds``, in ``schema``
+    (the columns ``ds`` has of it: a change needs few of ``__manifest``'s)."""
+    has = set(ds.schema.names)
+    columns = [n for n in schema.names if n in has]
     parts = []
     if fragments:
         frags = [ds.get_fragment(i) for i in fragments]
-        parts.append(ds.scanner(fragments=frags).to_table())
+        parts.append(ds.scanner(columns=columns, fragments=frags).to_table())
     if len(addresses):
-        parts.append(ds._take_rows(addresses.tolist()))
-    return pa.concat_tables(parts) if parts else ds.schema.empty_table()
+        parts.append(ds._take_rows(addresses.tolist(), columns=columns))
+    return conform(pa.concat_tables(parts), schema) if parts else schema.empty_table()
 
 
 class LeafChange(NamedTuple):
@@ -137,10 +142,15 @@ class ChangeFeed:
         end: Snapshot,
         filter: FilterLike = None,
         columns: Sequence[str] | None = None,
+        start_dataset: lance.LanceDataset | None = None,
     ):
         self.manifest = manifest
         self.start = start
         self.end = end
+        # versions already open (``start``'s, checked by ``changes``, and ``end``'s)
+        self._opened = {end.version: end.dataset}
+        if start_dataset is not None:
+            self._opened[start_dataset.version] = start_dataset
         self.scan = Scan(end, filter, columns)
         self.output_schema = pa.schema([*self.scan.output_schema, *CHANGE_FIELDS])
 
@@ -151,7 +161,8 @@ class ChangeFeed:
         out = []
         for v in range(self.start, self.end.version + 1):
             try:
-                out.append(self.manifest.dataset(v))
+                known = self._opened.get(v)
+                out.append(known if known is not None else self.manifest.dataset(v))
             except Exception as exc:
                 gone = history.removed_version_error(self.manifest, v)
                 if gone is not None:
@@ -172,9 +183,9 @@ class ChangeFeed:
         diff = fragment_diff(old, new, self.manifest.storage_options)
         if diff.empty:
             return []
-        schema = self.end.dataset.schema
-        before = self._table_rows(conform(_rows_at(old, diff.removed, diff.deleted), schema))
-        after = self._table_rows(conform(_rows_at(new, diff.added, diff.revived), schema))
+        schema = self._row_schema()
+        before = self._table_rows(_rows_at(old, diff.removed, diff.deleted, schema))
+        after = self._table_rows(_rows_at(new, diff.added, diff.revived, schema))
         out = []
         for oid in sorted(before.keys() | after.keys()):
             b, a = before.get(oid), after.get(oid)
@@ -183,6 +194,14 @@ class ChangeFeed:
                 continue
             out.append(LeafChange(b, a))
         return out
+
+    def _row_schema(self) -> pa.Schema:
+        """The ``__manifest`` columns a changed partition's row is read with: where it is
+        and which version it publishes, and the partition columns the filter prunes by."""
+        wanted = set(_ROW_COLUMNS)
+        wanted.update(f.column for spec in self.end.specs.values() for f in spec.fields)
+        full = self.end.dataset.schema
+        return pa.schema([f for f in full if f.name in wanted])
 
     def _table_rows(self, rows: pa.Table) -> dict[str, Leaf]:
         """The table rows of ``rows`` (``__manifest`` rows) the filter's predicate may
@@ -323,14 +342,15 @@ class ChangeFeed:
         latest = opened[-1]
         for old, new in zip(opened, opened[1:], strict=False):
             # ``first``: ``start``, never a version read here (only the first is a create)
-            record = history.commit_record(latest, new.version, first=self.start)
+            try:
+                txn = latest.read_transaction(new.version)
+            except Exception:  # no transaction file: compare the versions whole
+                txn = None
+            record = history.record_of(txn, new.version, first=self.start)
             when = history.utc(new.get_version()["timestamp"])
             if record.operation in ROW_KEEPING:
                 continue
-            try:
-                kind = type(latest.read_transaction(new.version).operation).__name__
-            except Exception:  # no transaction file: compare the versions whole
-                kind = None
+            kind = type(txn.operation).__name__ if txn is not None else None
             yield new.version, when, record, self._changed_leaves(old, new, kind)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -485,5 +505,6 @@ def changes(
             f"start_version {start_version} is after end_version {end.version}; "
             "changes are read forward, from an older version to a newer one"
         )
-    manifest.open_checked(start_version)  # VersionNotFoundError naming what exists
-    return ChangeFeed(manifest, start_version, end, filter, columns)
+    # VersionNotFoundError naming what exists; the feed reads this version too
+    opened = manifest.open_checked(start_version)
+    return ChangeFeed(manifest, start_version, end, filter, columns, opened)
