@@ -75,3 +75,18 @@ def test_roaring_run_and_array_containers_decode():
     data = _portable([(0, "run", runs), (2, "array", array)])
     expected = np.concatenate([runs, array + (2 << 16)]).astype(np.uint32)
     assert np.array_equal(roaring_offsets(data), expected)
+
+
+def test_an_unreadable_deletion_file_falls_back_to_the_live_rows(tmp_path, monkeypatch):
+    from lance_partitioned.operations.read import fragment_diff as module
+
+    ds = lance.write_dataset(pa.table({"x": np.arange(ROWS)}), str(tmp_path / "d"))
+    ds.delete("x < 10")
+    old = lance.dataset(str(tmp_path / "d"))
+    old.delete("x % 1000 = 999")
+    new = lance.dataset(str(tmp_path / "d"))
+    monkeypatch.setattr(module, "deleted_offsets", lambda *args, **kwargs: None)
+    diff = fragment_diff(old, new)
+    assert np.array_equal(diff.deleted, np.setdiff1d(_dead(new), _dead(old)).astype(np.uint64))
+    back = fragment_diff(new, old)  # a restore: the rows come back
+    assert np.array_equal(back.revived, diff.deleted) and not len(back.deleted)
