@@ -258,8 +258,10 @@ class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, 
         "Reading what changed").
 
         Each row has the namespace's columns (``columns``: those only), then
-        ``_change_type`` (``insert`` or ``delete``; an updated row is its old value
-        deleted and its new value inserted), ``_commit_version`` (the ``__manifest``
+        ``_change_type`` (``insert`` or ``delete``; a row a merge or update changed is
+        an ``update_preimage`` and ``update_postimage`` pair where its key pairs them
+        for certain, else its old value deleted and its new value inserted),
+        ``_commit_version`` (the ``__manifest``
         version that published it) and ``_commit_timestamp`` (UTC). ``filter`` selects
         rows as ``scan``'s does, pruning partitions through ``__manifest``. Compaction
         and other commits that move rows without changing them add no rows. Cost
@@ -273,10 +275,11 @@ class PartitionedNamespace(ChangeMethods, EvolutionMethods, MaintenanceMethods, 
             last = checkpoint.read()
             ns.changes(last, filter="country = 'FR'").to_arrow()
         """
-        if end_version is None:
+        version = history.check_version_arg(end_version)
+        if version is None or version == self._snapshot.version:  # this handle's: loaded
             end = self._snapshot
         else:
-            end = Snapshot.load(self._manifest, history.check_version_arg(end_version))
+            end = Snapshot.load(self._manifest, version)
         return changes(self._manifest, start_version, end, filter, columns)
 
     def plan(self, filter: FilterLike = None) -> ScanPlan:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 
 import duckdb
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -69,7 +70,8 @@ def feed_net(root: str, a: int, b: int, filter: str | None = None) -> list[tuple
     cols = ", ".join(f'"{n}"' for n in names)
     con.sql(
         f"CREATE TABLE t AS SELECT {cols}, "
-        "CASE _change_type WHEN 'insert' THEN 1 ELSE -1 END AS n FROM feed"
+        "CASE WHEN _change_type IN ('insert', 'update_postimage') THEN 1 ELSE -1 END AS n "
+        "FROM feed"
     )
     return _net(con, names)
 
@@ -236,3 +238,119 @@ def test_bad_ranges_are_refused(tmp_path):
         ns.changes("yesterday")
     with pytest.raises(VersionNotFoundError):
         ns.changes(ns.version, ns.version + 5)
+
+
+def test_a_commit_is_found_without_reading_the_manifest_fragments_rows(tmp_path, monkeypatch):
+    """The ``__manifest`` fragment holding every partition's row is compared by its
+    deletion files: none of its rows (nor their addresses) is listed, whatever its size."""
+    import lance.fragment
+
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    many = [f"p{i}" for i in range(200)]
+    ns.append(pa.table({"id": range(200), "k": many, "v": [0] * 200}), progress=False)
+    for i in range(3):  # the later commits delete rows of that fragment
+        ns.append(pa.table({"id": [1000 + i], "k": [many[i]], "v": [1]}), progress=False)
+    ns.delete("k = 'p50'")
+    scanned: list[str] = []
+    real = lance.fragment.LanceFragment.scanner
+
+    def spy(self, *args, **kwargs):
+        scanned.append(self._ds.uri)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(lance.fragment.LanceFragment, "scanner", spy)
+    v = ns.version
+    assert feed_net(ns.root, v - 4, v) == oracle(ns.root, v - 4, v)
+    assert not [uri for uri in scanned if uri.rstrip("/").endswith("__manifest")]
+
+
+# -- update pre and post images: the oracle pairs by the test's own unique ``id`` --------
+
+
+def _images_oracle(before: pd.DataFrame, after: pd.DataFrame, updated: set[int]) -> list[tuple]:
+    """(change type, id, k, v) of a commit that updated the rows ``updated`` (ids, unique)
+    and inserted or deleted the rest, from the two snapshots in pandas."""
+    out = []
+    for kind, frame, ids in (
+        ("update_preimage", before, updated),
+        ("update_postimage", after, updated),
+        ("delete", before, set(before.id) - set(after.id)),
+        ("insert", after, set(after.id) - set(before.id)),
+    ):
+        rows = frame[frame.id.isin(ids)]
+        out += [(kind, int(r.id), r.k, int(r.v)) for r in rows.itertuples()]
+    return sorted(out)
+
+
+def _feed_rows(ns: lp.PartitionedNamespace, a: int, b: int, **kwargs) -> list[tuple]:
+    feed = ns.changes(a, b, **kwargs).to_pandas()
+    assert set(feed["_commit_version"]) <= {b}
+    rows = feed.to_dict("records")
+    return sorted((r["_change_type"], int(r["id"]), r["k"], int(r["v"])) for r in rows)
+
+
+def _images_namespace(tmp_path) -> lp.PartitionedNamespace:
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    rows = {"id": list(range(12)), "k": [KEYS[i % 4] for i in range(12)], "v": [0] * 12}
+    ns.append(pa.table(rows, schema=SCHEMA), progress=False)
+    return ns
+
+
+def test_update_reports_pre_and_post_images_even_across_partitions(tmp_path):
+    ns = _images_namespace(tmp_path)
+    a = ns.version
+    before = ns.to_arrow().to_pandas()
+    where = "id % 3 = 0"
+    ns.update({"v": "v + 5", "k": "CASE WHEN id = 3 THEN 'z' ELSE k END"}, where=where)
+    after = lp.open(ns.root).to_arrow().to_pandas()
+    updated = set(before.query("id % 3 == 0").id)  # pandas evaluates the where itself
+    assert _feed_rows(ns, a, ns.version) == _images_oracle(before, after, updated)
+    pre = ns.changes(a, columns=["v"]).to_pandas()
+    kinds = pre["_change_type"].tolist()
+    assert kinds == ["update_preimage", "update_postimage"] * (len(kinds) // 2)
+
+
+def test_merge_reports_images_by_its_keys_and_plain_inserts(tmp_path):
+    ns = _images_namespace(tmp_path)
+    a = ns.version
+    before = ns.to_arrow().to_pandas()
+    source = pa.table({"id": [2, 5, 40], "k": ["b", "a", "c"], "v": [9, 9, 9]}, schema=SCHEMA)
+    ns.merge(source, on="id").when_matched_update_all().when_not_matched_insert_all().execute()
+    after = lp.open(ns.root).to_arrow().to_pandas()
+    updated = set(before.id) & {2, 5}
+    assert _feed_rows(ns, a, ns.version) == _images_oracle(before, after, updated)
+
+
+def test_merge_that_deletes_matched_rows_reports_deletes(tmp_path):
+    ns = _images_namespace(tmp_path)
+    a = ns.version
+    before = ns.to_arrow().to_pandas()
+    source = pa.table({"id": [1, 7, 50], "k": ["a", "a", "a"], "v": [3, 3, 3]}, schema=SCHEMA)
+    ns.merge(source, on="id").when_matched_update_all("source.id = 1").when_matched_delete(
+    ).when_not_matched_insert_all().execute()  # fmt: skip
+    after = lp.open(ns.root).to_arrow().to_pandas()
+    assert _feed_rows(ns, a, ns.version) == _images_oracle(before, after, {1})
+
+
+def test_rows_of_one_key_that_differ_stay_deletes_and_inserts(tmp_path):
+    """Two rows share every column the update leaves alone but differ in ``v``: which new
+    row came from which old one is not known, so the feed does not pair them."""
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    rows = {"id": [1, 1, 2, 2], "k": ["a", "a", "a", "a"], "v": [0, 1, 4, 4]}
+    ns.append(pa.table(rows, schema=SCHEMA), progress=False)
+    a = ns.version
+    ns.update({"v": "v * 2"}, where="true")
+    got = _feed_rows(ns, a, ns.version)
+    assert got == sorted(
+        [("delete", 1, "a", 0), ("delete", 1, "a", 1), ("insert", 1, "a", 0),
+         ("insert", 1, "a", 2)]
+        + [("update_preimage", 2, "a", 4), ("update_postimage", 2, "a", 8)] * 2
+    )  # fmt: skip
+
+
+def test_a_filter_pairs_only_the_images_it_selects(tmp_path):
+    ns = _images_namespace(tmp_path)
+    a = ns.version
+    ns.update({"v": "v + 1"}, where="id IN (0, 1)")
+    got = _feed_rows(ns, a, ns.version, filter="v = 0")  # the preimages only
+    assert got == [("delete", 0, "a", 0), ("delete", 1, "b", 0)]

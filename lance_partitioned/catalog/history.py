@@ -88,6 +88,12 @@ def commit_record(latest: lance.LanceDataset, version: int, first: int) -> Commi
         txn = latest.read_transaction(version)
     except Exception:  # no transaction file: nothing more is known
         txn = None
+    return record_of(txn, version, first)
+
+
+def record_of(txn: Any, version: int, first: int) -> CommitInfo:
+    """``commit_record`` from version ``version``'s transaction ``txn`` already read
+    (None: it has none)."""
     info = CommitInfo.read(txn.transaction_properties if txn is not None else None)
     if info is not None:
         return info

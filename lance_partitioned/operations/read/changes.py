@@ -24,7 +24,10 @@ time as ``_commit_timestamp``). The cost follows the change, not the table
    versions mix such an operation with a real change, an identical deleted and
    inserted row cancel out (compared on every column).
 
-An update shows as the old row deleted and the new one inserted.
+4. **Updated rows.** A commit that knows its rows by key (``merge`` with an
+   update clause, ``update``: ``change_images``) reports each updated row as an
+   ``update_preimage`` and ``update_postimage`` pair; every other update shows as
+   the old row deleted and the new one inserted.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import lance
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_partitioned.catalog import history, layout
+from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.leaf_open import open_leaf_dataset, read_session
 from lance_partitioned.catalog.manifest import Manifest, conform
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
@@ -53,6 +56,13 @@ from lance_partitioned.errors import (
 from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.filters.render import to_lance_sql
 from lance_partitioned.operations.leaf.leaf_schema import ReadMapping
+from lance_partitioned.operations.read.change_images import (
+    UPDATE_POSTIMAGE,
+    UPDATE_PREIMAGE,
+    image_key,
+    pair_images,
+)
+from lance_partitioned.operations.read.fragment_diff import fragment_diff
 from lance_partitioned.operations.read.scan import Scan, read_leaf
 from lance_partitioned.operations.read.scan_filter import FilterLike
 
@@ -88,70 +98,20 @@ LANCE_PLAIN = frozenset({"Append", "Delete", "Update", "Overwrite"})
 _ROW_COLUMNS = ["object_id", "object_type", "location", "read_version", "read_branch", "read_tag"]
 
 
-@dataclass
-class FragmentDiff:
-    """How version ``new`` of a Lance dataset differs from version ``old`` in rows.
-
-    ``added``: fragments of ``new`` whose rows are all new; ``removed``: fragments of
-    ``old`` whose rows are all gone; ``deleted``: row addresses live in ``old`` and
-    not in ``new`` (a deletion file); ``revived``: row addresses live in ``new`` and
-    not in ``old`` (a restore of an earlier version).
-    """
-
-    added: list[int] = field(default_factory=list)
-    removed: list[int] = field(default_factory=list)
-    deleted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    revived: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.removed or len(self.deleted) or len(self.revived))
-
-
-def _same_rows(old: Any, new: Any) -> bool:
-    """Whether fragment metadata ``new`` holds the rows of ``old`` (same id): the same
-    physical rows in the same data files, possibly with files of added columns."""
-    old_files, new_files = {f.path for f in old.files}, {f.path for f in new.files}
-    return old.physical_rows == new.physical_rows and old_files <= new_files
-
-
-def _live(ds: lance.LanceDataset, fragment_id: int) -> np.ndarray:
-    """The row addresses of the live rows of one fragment of ``ds``."""
-    scanner = ds.get_fragment(fragment_id).scanner(columns=[], with_row_address=True)
-    return scanner.to_table().column("_rowaddr").to_numpy()
-
-
-def fragment_diff(old: lance.LanceDataset, new: lance.LanceDataset) -> FragmentDiff:
-    """Compare two versions of one dataset by fragment metadata; a fragment whose
-    deletion count changed has its live row addresses read (no other data)."""
-    before = {f.id: f for f in (fr.metadata for fr in old.get_fragments())}
-    diff, deleted, revived = FragmentDiff(), [], []
-    for frag in (fr.metadata for fr in new.get_fragments()):
-        was = before.pop(frag.id, None)
-        if was is None or not _same_rows(was, frag):
-            diff.added.append(frag.id)
-            if was is not None:
-                diff.removed.append(frag.id)
-        elif was.num_deletions != frag.num_deletions:
-            old_live, new_live = _live(old, frag.id), _live(new, frag.id)
-            deleted.append(np.setdiff1d(old_live, new_live))
-            revived.append(np.setdiff1d(new_live, old_live))
-    diff.removed.extend(before)
-    if deleted:
-        diff.deleted = np.concatenate(deleted).astype(np.uint64)
-        diff.revived = np.concatenate(revived).astype(np.uint64)
-    return diff
-
-
-def _rows_at(ds: lance.LanceDataset, fragments: list[int], addresses: np.ndarray) -> pa.Table:
-    """The rows of whole ``fragments`` and at row ``addresses`` of ``ds``, every column."""
+def _rows_at(
+    ds: lance.LanceDataset, fragments: list[int], addresses: np.ndarray, schema: pa.Schema
+) -> pa.Table:
+    """The rows of whole ``fragments`` and at row ``addresses`` of ``ds``, in ``schema``
+    (the columns ``ds`` has of it: a change needs few of ``__manifest``'s)."""
+    has = set(ds.schema.names)
+    columns = [n for n in schema.names if n in has]
     parts = []
     if fragments:
         frags = [ds.get_fragment(i) for i in fragments]
-        parts.append(ds.scanner(fragments=frags).to_table())
+        parts.append(ds.scanner(columns=columns, fragments=frags).to_table())
     if len(addresses):
-        parts.append(ds._take_rows(addresses.tolist()))
-    return pa.concat_tables(parts) if parts else ds.schema.empty_table()
+        parts.append(ds._take_rows(addresses.tolist(), columns=columns))
+    return conform(pa.concat_tables(parts), schema) if parts else schema.empty_table()
 
 
 class LeafChange(NamedTuple):
@@ -163,13 +123,16 @@ class LeafChange(NamedTuple):
 
 
 class PlannedChange(NamedTuple):
-    """One partition one commit changed, with the commit's version and time: the unit a
-    parallel reader of the feed reads (``ChangeFeed.planned``, ``ChangeFeed.read_planned``).
-    Plain data (no Lance handles), so it can be shipped to another process."""
+    """The partitions of one commit that a parallel reader of the feed reads as one piece
+    (``ChangeFeed.planned``, ``ChangeFeed.read_planned``), with the commit's version and
+    time. Plain data (no Lance handles), so it can be shipped to another process."""
 
     version: int
     timestamp: Any
-    change: LeafChange
+    # one changed partition; every one of the commit when ``key`` pairs its update images
+    leaves: tuple[LeafChange, ...]
+    # the columns that pair update images (``change_images.image_key``), or None
+    key: tuple[str, ...] | None = None
 
 
 @lance_boundaries
@@ -178,9 +141,11 @@ class ChangeFeed:
     object: ``to_arrow``, ``to_batches``, ``to_reader``, ``to_pandas``, ``count``).
 
     Built by ``ns.changes``; nothing is read until asked. Columns: the namespace's
-    (``columns``: those only), then ``_change_type`` (``insert``/``delete``),
+    (``columns``: those only), then ``_change_type`` (``insert``/``delete``, or
+    ``update_preimage``/``update_postimage`` for a row a merge or update changed),
     ``_commit_version`` and ``_commit_timestamp`` (UTC). Rows come in commit order;
-    within a commit, partition by partition, deletes before inserts.
+    within a commit, partition by partition, deletes before inserts (a merge or update:
+    deletes, then each updated row's pre and post image, then inserts).
     """
 
     def __init__(
@@ -190,10 +155,15 @@ class ChangeFeed:
         end: Snapshot,
         filter: FilterLike = None,
         columns: Sequence[str] | None = None,
+        start_dataset: lance.LanceDataset | None = None,
     ):
         self.manifest = manifest
         self.start = start
         self.end = end
+        # versions already open (``start``'s, checked by ``changes``, and ``end``'s)
+        self._opened = {end.version: end.dataset}
+        if start_dataset is not None:
+            self._opened[start_dataset.version] = start_dataset
         self.scan = Scan(end, filter, columns)
         self.output_schema = pa.schema([*self.scan.output_schema, *CHANGE_FIELDS])
 
@@ -204,7 +174,8 @@ class ChangeFeed:
         out = []
         for v in range(self.start, self.end.version + 1):
             try:
-                out.append(self.manifest.dataset(v))
+                known = self._opened.get(v)
+                out.append(known if known is not None else self.manifest.dataset(v))
             except Exception as exc:
                 gone = history.removed_version_error(self.manifest, v)
                 if gone is not None:
@@ -222,12 +193,12 @@ class ChangeFeed:
         may select: from the ``__manifest`` rows the commit replaced, removed or wrote."""
         if kind in LANCE_ROW_KEEPING:
             return []
-        diff = fragment_diff(old, new)
+        diff = fragment_diff(old, new, self.manifest.storage_options)
         if diff.empty:
             return []
-        schema = self.end.dataset.schema
-        before = self._table_rows(conform(_rows_at(old, diff.removed, diff.deleted), schema))
-        after = self._table_rows(conform(_rows_at(new, diff.added, diff.revived), schema))
+        schema = self._row_schema()
+        before = self._table_rows(_rows_at(old, diff.removed, diff.deleted, schema))
+        after = self._table_rows(_rows_at(new, diff.added, diff.revived, schema))
         out = []
         for oid in sorted(before.keys() | after.keys()):
             b, a = before.get(oid), after.get(oid)
@@ -236,6 +207,14 @@ class ChangeFeed:
                 continue
             out.append(LeafChange(b, a))
         return out
+
+    def _row_schema(self) -> pa.Schema:
+        """The ``__manifest`` columns a changed partition's row is read with: where it is
+        and which version it publishes, and the partition columns the filter prunes by."""
+        wanted = set(_ROW_COLUMNS)
+        wanted.update(f.column for spec in self.end.specs.values() for f in spec.fields)
+        full = self.end.dataset.schema
+        return pa.schema([f for f in full if f.name in wanted])
 
     def _table_rows(self, rows: pa.Table) -> dict[str, Leaf]:
         """The table rows of ``rows`` (``__manifest`` rows) the filter's predicate may
@@ -284,39 +263,43 @@ class ChangeFeed:
                 raise gone from exc
             raise_for_user(exc, f"reading partition {leaf.object_id} ({leaf.location})")
 
-    def _leaf_rows(self, change: LeafChange) -> tuple[pa.Table, pa.Table]:
-        """(deleted, inserted) rows of one changed partition, in the output columns."""
+    def _leaf_rows(self, change: LeafChange, wide: bool = False) -> tuple[pa.Table, pa.Table]:
+        """(deleted, inserted) rows of one changed partition, in the output columns
+        (``wide``: every column of the end version, to pair update images by)."""
         before, after = change
+        out = self.end.schema.names if wide else self._columns
         same = before is not None and after is not None and before.location == after.location
         old = self._open(before) if before is not None else None
         new = self._open(after) if after is not None else None
         if not same:
-            return self._whole(old, before), self._whole(new, after)
+            return self._whole(old, before, out), self._whole(new, after, out)
         assert old is not None and new is not None and before is not None and after is not None
         kinds = _operations_between(new, before, after)
         if kinds is not None and kinds <= LANCE_ROW_KEEPING:
-            return self._empty(), self._empty()
-        diff = fragment_diff(old, new)
+            return self._empty(out), self._empty(out)
+        diff = fragment_diff(old, new, self.manifest.storage_options)
         cancel = kinds is None or not kinds <= LANCE_PLAIN
-        columns = self.end.schema.names if cancel else self._columns
+        columns = self.end.schema.names if cancel else out
         deleted = self._read(old, before, diff.removed, diff.deleted, columns)
         inserted = self._read(new, after, diff.added, diff.revived, columns)
         if cancel:
             deleted, inserted = _cancel(deleted, inserted)
-        return deleted.select(self._columns), inserted.select(self._columns)
+        return deleted.select(out), inserted.select(out)
 
     @property
     def _columns(self) -> list[str]:
         return [f.name for f in self.scan.output_schema]
 
-    def _empty(self) -> pa.Table:
-        return self.scan.output_schema.empty_table()
+    def _empty(self, columns: list[str]) -> pa.Table:
+        return pa.schema([self.end.schema.arrow.field(c) for c in columns]).empty_table()
 
-    def _whole(self, ds: lance.LanceDataset | None, leaf: Leaf | None) -> pa.Table:
+    def _whole(
+        self, ds: lance.LanceDataset | None, leaf: Leaf | None, columns: list[str]
+    ) -> pa.Table:
         """Every row of a partition that appeared or was removed (the filter's rows)."""
         if ds is None or leaf is None:
-            return self._empty()
-        return self._read(ds, leaf, [f.fragment_id for f in ds.get_fragments()], None)
+            return self._empty(columns)
+        return self._read(ds, leaf, [f.fragment_id for f in ds.get_fragments()], None, columns)
 
     def _read(
         self,
@@ -365,47 +348,62 @@ class ChangeFeed:
         return rows.select(columns).cast(schema)
 
     # -- output ---------------------------------------------------------------------------
-    def _commits(self) -> Iterator[tuple[int, Any, list[LeafChange]]]:
-        """Per version after ``start``: its number, timestamp and changed partitions."""
+    def _commits(self) -> Iterator[tuple[int, Any, CommitInfo, list[LeafChange]]]:
+        """Per version after ``start``: its number, timestamp, record and changed
+        partitions."""
         opened = self._versions()
         latest = opened[-1]
         for old, new in zip(opened, opened[1:], strict=False):
             # ``first``: ``start``, never a version read here (only the first is a create)
-            record = history.commit_record(latest, new.version, first=self.start)
+            try:
+                txn = latest.read_transaction(new.version)
+            except Exception:  # no transaction file: compare the versions whole
+                txn = None
+            record = history.record_of(txn, new.version, first=self.start)
             when = history.utc(new.get_version()["timestamp"])
             if record.operation in ROW_KEEPING:
                 continue
-            try:
-                kind = type(latest.read_transaction(new.version).operation).__name__
-            except Exception:  # no transaction file: compare the versions whole
-                kind = None
-            yield new.version, when, self._changed_leaves(old, new, kind)
+            kind = type(txn.operation).__name__ if txn is not None else None
+            yield new.version, when, record, self._changed_leaves(old, new, kind)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Stream the change rows, commit by commit (up to 8 partitions read at once)."""
-        for version, when, leaves in self._commits():
+        for version, when, record, leaves in self._commits():
             if not leaves:
                 continue
-            with ThreadPoolExecutor(min(8, len(leaves))) as pool:
-                for rows in pool.map(self._leaf_rows, leaves):
-                    yield from self._labelled_pair(rows, version, when)
+            key = image_key(record, self.end.schema.names)
+            if key is not None:
+                yield from self._paired(leaves, key, version, when)
+                continue
+            for rows in self._each_leaf(leaves):
+                yield from self._labelled_pair(rows, version, when)
 
     def planned(self) -> Iterator[PlannedChange]:
-        """The partitions each commit changed, in commit order, without reading their
-        rows (only ``__manifest`` versions are compared): what ``to_batches`` reads,
-        split so that other processes can read the pieces (``read_planned``)."""
-        for version, when, leaves in self._commits():
+        """The pieces of the feed in commit order, without reading their rows (only
+        ``__manifest`` versions are compared): what ``to_batches`` reads, split so that
+        other processes can read the pieces (``read_planned``). A piece is one changed
+        partition, or the whole commit when it pairs update images (a pair may span
+        two partitions)."""
+        for version, when, record, leaves in self._commits():
+            if not leaves:
+                continue
+            key = image_key(record, self.end.schema.names)
+            if key is not None:
+                yield PlannedChange(version, when, tuple(leaves), tuple(key))
+                continue
             for change in leaves:
-                yield PlannedChange(version, when, change)
+                yield PlannedChange(version, when, (change,))
 
     def read_planned(self, planned: PlannedChange) -> Iterator[pa.RecordBatch]:
-        """The change rows of one piece of ``planned()``, deletes then inserts, as
-        ``to_batches`` yields them. The piece may come from another ``ChangeFeed`` over
-        the same range (another process): only the end snapshot, filter and columns
-        shape the rows."""
-        return self._labelled_pair(
-            self._leaf_rows(planned.change), planned.version, planned.timestamp
-        )
+        """The change rows of one piece of ``planned()``, as ``to_batches`` yields them.
+        The piece may come from another ``ChangeFeed`` over the same range (another
+        process): only the end snapshot, filter and columns shape the rows."""
+        if planned.key is not None:
+            return self._paired(
+                list(planned.leaves), list(planned.key), planned.version, planned.timestamp
+            )
+        (change,) = planned.leaves
+        return self._labelled_pair(self._leaf_rows(change), planned.version, planned.timestamp)
 
     def _labelled_pair(
         self, rows: tuple[pa.Table, pa.Table], version: int, when: Any
@@ -414,10 +412,45 @@ class ChangeFeed:
             if table.num_rows:
                 yield from self._labelled(table, kind, version, when).to_batches()
 
-    def _labelled(self, rows: pa.Table, kind: str, version: int, when: Any) -> pa.Table:
+    def _each_leaf(
+        self, leaves: list[LeafChange], wide: bool = False
+    ) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """(deleted, inserted) of each changed partition, in order; one partition, the
+        usual commit, is read here: starting threads would cost more than it reads."""
+        if len(leaves) == 1:
+            yield self._leaf_rows(leaves[0], wide)
+            return
+        with ThreadPoolExecutor(min(8, len(leaves))) as pool:
+            yield from pool.map(lambda change: self._leaf_rows(change, wide), leaves)
+
+    def _paired(
+        self, leaves: list[LeafChange], key: list[str], version: int, when: Any
+    ) -> Iterator[pa.RecordBatch]:
+        """One commit that updated rows it knows by ``key`` (``change_images``): its rows
+        read whole, then deletes, the pre and post image of each updated row, inserts.
+        The commit's changed rows are held at once: a pair may span two partitions."""
+        read = list(self._each_leaf(leaves, wide=True))
+        deleted = pa.concat_tables([d for d, _ in read])
+        inserted = pa.concat_tables([i for _, i in read])
+        pre, post = pair_images(deleted, inserted, key)
+        images = pa.concat_tables([deleted.take(_positions(pre)), inserted.take(_positions(post))])
+        n = len(pre)
+        interleaved = [j for i in range(n) for j in (i, n + i)]
+        pre_set, post_set = set(pre), set(post)
+        parts = [
+            (_take_except(deleted, pre_set), DELETE),
+            (images.take(_positions(interleaved)), [UPDATE_PREIMAGE, UPDATE_POSTIMAGE] * n),
+            (_take_except(inserted, post_set), INSERT),
+        ]
+        for rows, kind in parts:
+            if rows.num_rows:
+                rows = rows.select(self._columns)
+                yield from self._labelled(rows, kind, version, when).to_batches()
+
+    def _labelled(self, rows: pa.Table, kind: str | list[str], version: int, when: Any) -> pa.Table:
         n = rows.num_rows
         extra = [
-            pa.array([kind] * n, pa.string()),
+            pa.array([kind] * n if isinstance(kind, str) else kind, pa.string()),
             pa.array([version] * n, pa.int64()),
             pa.array([when] * n, pa.timestamp("us", tz="UTC")),
         ]
@@ -460,6 +493,15 @@ def _operations_between(new: lance.LanceDataset, before: Leaf, after: Leaf) -> s
             return None
         kinds.add(type(txn.operation).__name__)
     return kinds
+
+
+def _positions(rows: list[int]) -> pa.Array:
+    return pa.array(rows, pa.int64())
+
+
+def _take_except(rows: pa.Table, skip: set[int]) -> pa.Table:
+    """``rows`` without the rows at positions ``skip``."""
+    return rows.take(_positions([i for i in range(rows.num_rows) if i not in skip]))
 
 
 def _cancel(deleted: pa.Table, inserted: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -508,5 +550,6 @@ def changes(
             f"start_version {start_version} is after end_version {end.version}; "
             "changes are read forward, from an older version to a newer one"
         )
-    manifest.open_checked(start_version)  # VersionNotFoundError naming what exists
-    return ChangeFeed(manifest, start_version, end, filter, columns)
+    # VersionNotFoundError naming what exists; the feed reads this version too
+    opened = manifest.open_checked(start_version)
+    return ChangeFeed(manifest, start_version, end, filter, columns, opened)
