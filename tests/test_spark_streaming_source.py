@@ -162,6 +162,30 @@ def test_a_delete_in_range_stops_the_stream_after_the_versions_before_it(spark, 
     assert rows(out.all) == rows(pa.concat_tables([batch(1), batch(2)]))
 
 
+def test_an_update_in_range_stops_the_stream_too(spark, tmp_path):
+    """An update's change rows are paired images (update_preimage/update_postimage), not
+    deletes: it removes a row version all the same, so a stream of appends stops there."""
+    root, ns = new_namespace(tmp_path)
+    start = ns.version
+    ns.append(batch(1))
+    ns.update({"seq": "seq + 10"}, where="id = 101")
+    updated_at = ns.version
+    df, checkpoint = stream(spark, root, tmp_path, startingVersion=str(start + 1))
+    out = Collected()
+    query = (
+        df.writeStream.foreachBatch(out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(StreamingQueryException) as caught:
+        query.awaitTermination()
+    message = str(caught.value)
+    assert f"__manifest version {updated_at} of {root!r} deleted or updated 1 row(s)" in message
+    assert "(operation 'update')" in message
+    assert rows(out.all) == rows(batch(1))
+
+
 def _snapshot(root: str, version: int) -> pd.DataFrame:
     return lp.open(root, version=version).to_arrow().to_pandas()
 
@@ -180,6 +204,7 @@ def test_read_change_feed_delivers_inserts_and_deletes_of_every_version(spark, t
     ns.append(batch(1))
     ns.append(batch(2))
     ns.update({"seq": "seq + 10"}, where="id = 201")
+    updated = ns.version  # its images are paired by the columns it left alone (CHANGES.md §8)
     ns.delete("k = 'b'")
     ns.overwrite(batch(3, keys="c"), dynamic=True)
     last = ns.version
@@ -190,8 +215,11 @@ def test_read_change_feed_delivers_inserts_and_deletes_of_every_version(spark, t
     expected = []
     for v in range(first + 1, last + 1):
         before, after = _snapshot(root, v - 1), _snapshot(root, v)
-        expected += [(v, "insert", *r) for r in _multiset_minus(after, before)]
-        expected += [(v, "delete", *r) for r in _multiset_minus(before, after)]
+        added, removed = (
+            ("update_postimage", "update_preimage") if v == updated else ("insert", "delete")
+        )
+        expected += [(v, added, *r) for r in _multiset_minus(after, before)]
+        expected += [(v, removed, *r) for r in _multiset_minus(before, after)]
     columns = ["_commit_version", "_change_type", "id", "k", "seq"]
     feed = [
         (int(v), t, int(i), k, int(s))

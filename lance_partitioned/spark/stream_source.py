@@ -50,6 +50,7 @@ from lance_partitioned.catalog import history
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import InvalidArgumentError, RowsRemovedError, SchemaError
+from lance_partitioned.operations.read.change_images import UPDATE_PREIMAGE
 from lance_partitioned.operations.read.changes import (
     CHANGE_FIELDS,
     CHANGE_TYPE,
@@ -262,7 +263,9 @@ class LancePartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
         return end
 
     def _deleted_rows(self, manifest: Manifest, version: int) -> int:
-        """How many rows (within the filter) ``version`` deleted, from its change feed."""
+        """How many rows (within the filter) ``version`` deleted or updated, from its change
+        feed (an updated row is a ``delete``, or an ``update_preimage`` where the feed pairs
+        its images)."""
         feed = changes(
             manifest,
             version - 1,
@@ -270,8 +273,9 @@ class LancePartitionedStreamReader(DataSourceStreamReader, SupportsTriggerAvaila
             self.spec.filter,
             self.spec.columns[:1] or None,
         )
+        removed = pa.array([DELETE, UPDATE_PREIMAGE])
         return sum(
-            pc.sum(pc.equal(b.column(CHANGE_TYPE), DELETE)).as_py() or 0 for b in feed.to_batches()
+            pc.sum(pc.is_in(b.column(CHANGE_TYPE), removed)).as_py() or 0 for b in feed.to_batches()
         )
 
     def _removal_error(self, version: int, operation: str, rows: int) -> RowsRemovedError:
