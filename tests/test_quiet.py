@@ -108,10 +108,11 @@ def test_spark_session_prints_nothing(tmp_path):
 
 # The refusals docs/SPARK.md names (a NULL in a non-null column, found by a write
 # task; a column the namespace lacks, found while planning; a CREATE TABLE ... AS
-# SELECT without a root), each caught and reported in one line, then stop_session.
+# SELECT without a spec), each caught and reported in one line, then stop_session.
 # Spark's stop is wrapped to list, with `ps`, the Python worker daemons still running
 # under the JVM at that moment.
 SPARK_REFUSED = """
+    import re
     import subprocess
     import sys
     import pyarrow as pa
@@ -137,8 +138,9 @@ SPARK_REFUSED = """
         try:
             attempt()
         except Exception as exc:
-            line = next(x for x in str(exc).splitlines() if "SchemaError: " in x)
-            print("refused:", line.split("SchemaError: ", 1)[1], file=sys.stderr, flush=True)
+            line = next(x for x in str(exc).splitlines() if re.search(r"(Schema|Spec)Error: ", x))
+            print("refused:", re.split(r"(?:Schema|Spec)Error: ", line, maxsplit=1)[1],
+                  file=sys.stderr, flush=True)
         else:
             raise AssertionError("not refused")
     assert lp.open(root).count() == 2
@@ -170,7 +172,9 @@ def test_a_refused_spark_write_prints_one_error_not_a_java_stack(refused_writes)
         lines[2],
     ], refused_writes.stderr[-3000:]
     assert lines[1].startswith("refused: input has column(s) ['z']")
-    assert lines[2].startswith("refused: lance_partitioned needs the namespace root")
+    # a CTAS creates a managed table (docs/SPARK.md "SQL statements"): with no spec given,
+    # its first write is refused
+    assert lines[2].startswith("refused: ") and '.option("spec", "")' in lines[2]
 
 
 def test_stop_session_ends_the_python_workers_before_spark_stops(refused_writes):
