@@ -88,7 +88,10 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "spark_sql_bench": (
         ["--sf", "1", "--profile", "5"],
         # a scan planned per subquery (Q22), a CTE named twice (Q15), joins (Q3), Q6
-        ["--sf", "0.01", "--queries", "3,6,15,22", "--no-warmup", "--profile", "1"],
+        [
+            *("--sf", "0.01", "--queries", "3,6,15,22", "--no-warmup", "--profile", "1"),
+            *("--floor", "--micro-reps", "1"),
+        ],
     ),
     "search_bench": (
         [],

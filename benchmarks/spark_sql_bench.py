@@ -1,7 +1,7 @@
 """The 22 TPC-H queries in Spark SQL: lance_partitioned views against Spark on Parquet.
 
     .venv/bin/python benchmarks/spark_sql_bench.py [--sf 1] [--reps 1] [--queries 1-22]
-        [--variants default,push] [--profile 5] [--workdir DIR] [--out FILE]
+        [--variants default,push] [--floor] [--profile 5] [--workdir DIR] [--out FILE]
 
 TPC-H at ``--sf`` is generated with tpchgen-cli into ``--workdir`` (kept and
 reused), and each table is written once with the core API (``lp.create(root,
@@ -19,6 +19,12 @@ variants of one query run back to back, their order rotating from query to query
 One Spark session (``local[2]``, ``--driver-memory``), loaded with the package's
 extension (``lps.local_session``). A warm-up (Q6 and Q3 once per variant) comes first
 unless ``--no-warmup``.
+
+``--floor`` adds the variant ``floor``: the same views served by a Python source
+that does no Lance work, yielding the rows our reader yields from memory-mapped Arrow
+IPC files (``floor_source.py``), the ceiling of any PySpark 4.3 Python source on those
+rows; and a micro-benchmark of decimal against float64 and int64 columns in the
+hand-off to the JVM (lineitem's Q1 columns, ``--micro-reps`` runs each).
 
 Every answer is checked: each variant's rows equal Spark on Parquet's, compared after
 sorting, decimals and integers exactly, floating point values with a relative
@@ -54,6 +60,9 @@ os.environ.setdefault("LANCE_LOG", "error")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import floor_source  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 from tpch_queries import QUERIES, TABLES, query, tables_of  # noqa: E402
 
@@ -78,6 +87,7 @@ VARIANTS = {
     "default": "ours, default options",
     "push": "ours, pushFilters",
     "hint": "ours, default options + broadcast hint",
+    "floor": "floor: Python source over Arrow IPC, no Lance",
 }
 # The experiment of the "hint" variant: what sizes would buy if our source reported them
 # (PySpark 4.3's Python sources report none, so Spark plans every join as a shuffle).
@@ -119,9 +129,18 @@ def build(sf: float, work: str) -> tuple[dict[str, str], dict[str, str], dict[st
 
 
 def create_views(
-    spark, variant: str, tables: Sequence[str], parquet: dict, roots: dict, scan_log: str = ""
+    spark,
+    variant: str,
+    tables: Sequence[str],
+    parquet: dict,
+    roots: dict,
+    scan_log: str = "",
+    floor: dict | None = None,
 ) -> dict[str, str]:
-    """Fresh temporary views of ``tables`` for ``variant``; table name -> view name."""
+    """Fresh temporary views of ``tables`` for ``variant``; table name -> view name.
+
+    ``floor``: table name -> its floor directory (``floor_source``), for the "floor" variant.
+    """
     views = {}
     for table in tables:
         name = views[table] = f"{table}_{variant}"
@@ -131,6 +150,8 @@ def create_views(
             opts = [f"root '{roots[table]}'"]
             if variant == "push":
                 opts.append("pushFilters 'true'")
+            if variant == "floor":
+                opts.append(f"{floor_source.FLOOR_OPTION} '{floor[table]}'")
             if scan_log:
                 opts.append(f"scanLog '{scan_log}'")
             using = f"{FMT} OPTIONS ({', '.join(opts)})"
@@ -184,11 +205,17 @@ class Result:
 
 
 def run_query(
-    spark, number: int, variant: str, sf: float, parquet: dict, roots: dict
+    spark,
+    number: int,
+    variant: str,
+    sf: float,
+    parquet: dict,
+    roots: dict,
+    floor: dict | None = None,
 ) -> tuple[list, float, float]:
     """(rows, seconds of the query, seconds creating its views): fresh views, then collect."""
     start = time.perf_counter()
-    views = create_views(spark, variant, tables_of(number), parquet, roots)
+    views = create_views(spark, variant, tables_of(number), parquet, roots, floor=floor)
     created = time.perf_counter()
     rows = spark.sql(query_text(number, variant, views, sf)).collect()
     return rows, time.perf_counter() - created, created - start
@@ -233,6 +260,123 @@ def run_all(
         print(f"  Q{number}: {line} ({res.rows} rows)", flush=True)
         results.append(res)
     return results, view_seconds
+
+
+# -- floor -----------------------------------------------------------------------------
+
+# lineitem's columns in Q1, and the decimal micro-benchmark's queries over them
+Q1_COLUMNS = [
+    "l_returnflag",
+    "l_linestatus",
+    "l_quantity",
+    "l_extendedprice",
+    "l_discount",
+    "l_tax",
+    "l_shipdate",
+]
+Q1_NUMBERS = ["l_quantity", "l_extendedprice", "l_discount", "l_tax"]
+MICRO_QUERIES = {
+    "sum": "SELECT " + ", ".join(f"sum({c})" for c in Q1_NUMBERS) + " FROM {v}",
+    # reads only validity: no value crosses into a Java object
+    "count not null": "SELECT count(*) FROM {v} WHERE "
+    + " AND ".join(f"{c} IS NOT NULL" for c in Q1_NUMBERS),
+    # every value read once (a decimal becomes a Java Decimal), then cheap integer work
+    "hash": "SELECT sum(hash(" + ", ".join(Q1_NUMBERS) + ")) FROM {v}",
+}
+
+
+def _as_float(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [c.cast(pa.float64()) if pa.types.is_decimal(c.type) else c for c in batch.columns],
+        names=batch.schema.names,
+    )
+
+
+def _as_cents(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Decimals (scale 2) as int64 hundredths: the same values, exactly."""
+    cols = [
+        pc.round(pc.multiply(c.cast(pa.float64()), 100.0)).cast(pa.int64())
+        if pa.types.is_decimal(c.type)
+        else c
+        for c in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
+
+
+def prepare_floor(roots: dict, work: str, sf: float) -> dict[str, str]:
+    """Write the floor's IPC files (kept and reused) and the micro-benchmark's twins of
+    lineitem's Q1 columns; table (or ``lineitem_<kind>``) -> directory."""
+    base = os.path.join(work, f"floor-sf{sf:g}")
+    dirs = {}
+    for table in TABLES:
+        dirs[table] = os.path.join(base, table)
+        n = floor_source.write_table(roots[table], dirs[table])
+        print(f"  floor {table}: {n} IPC file(s)", flush=True)
+    files = floor_source.ipc_files(dirs["lineitem"])
+    for kind, convert in (("decimal", lambda b: b), ("float64", _as_float), ("int64", _as_cents)):
+        dirs[f"lineitem_{kind}"] = os.path.join(base, f"lineitem_q1_{kind}")
+        floor_source.write_variant(files, dirs[f"lineitem_{kind}"], Q1_COLUMNS, convert)
+    return dirs
+
+
+def use_floor_source(spark, on: bool) -> None:
+    """Serve our source's name by ``FloorSource`` (``on``), or by our own source again."""
+    from pyspark import cloudpickle
+
+    # workers cannot import benchmarks/: the source goes to them by value
+    cloudpickle.register_pickle_by_value(floor_source)
+    spark.dataSource.register(floor_source.FloorSource if on else lps.LancePartitionedDataSource)
+
+
+def decimal_micro(spark, floor: dict, parquet: dict, reps: int) -> list[dict[str, Any]]:
+    """Each micro query over lineitem's Q1 columns: decimal128, float64 and int64 floor
+    views, and Spark on Parquet (decimal); median seconds of ``reps`` runs, answers."""
+    views = {"Spark on Parquet (decimal)": f"parquet OPTIONS (path '{parquet['lineitem']}')"}
+    for kind in ("decimal", "float64", "int64"):
+        d = floor[f"lineitem_{kind}"]
+        views[f"floor, {kind}"] = f"{FMT} OPTIONS ({floor_source.FLOOR_OPTION} '{d}')"
+    out = []
+    for qname, text in MICRO_QUERIES.items():
+        for label, using in views.items():
+            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW micro_view USING {using}")
+            secs, rows = [], []
+            for _ in range(reps):
+                start = time.perf_counter()
+                rows = spark.sql(text.format(v="micro_view")).collect()
+                secs.append(time.perf_counter() - start)
+            out.append(
+                {"query": qname, "view": label, "seconds": statistics.median(secs), "row": rows[0]}
+            )
+            print(
+                f"  micro {qname} {label}: {out[-1]['seconds']:.2f}s {tuple(rows[0])}", flush=True
+            )
+    return out
+
+
+def check_micro(micro: list[dict[str, Any]]) -> list[str]:
+    """Differences between the micro-benchmark's answers and Parquet's (empty: all agree)."""
+    wrong = []
+    for m in micro:
+        base = next(x for x in micro if x["query"] == m["query"] and x["view"].startswith("Spark"))
+        if m["query"] == "hash" and not m["view"].endswith("decimal"):
+            continue  # a hash of other types differs: only decimal's is comparable
+        scale = 100 if m["view"].endswith("int64") and m["query"] == "sum" else 1
+        for got, want in zip(m["row"], base["row"], strict=True):
+            if not math.isclose(float(got), float(want) * scale, rel_tol=1e-9):
+                wrong.append(f"{m['query']} {m['view']}: {tuple(m['row'])}")
+                break
+    return wrong
+
+
+def micro_table(micro: list[dict[str, Any]]) -> list[str]:
+    lines = ["| query | view | seconds | × Parquet |", "|---|---|---:|---:|"]
+    for m in micro:
+        base = next(x for x in micro if x["query"] == m["query"] and x["view"].startswith("Spark"))
+        lines.append(
+            f"| `{MICRO_QUERIES[m['query']].format(v='v')}` | {m['view']} | "
+            f"{m['seconds']:.2f} s | {_ratio(m['seconds'], base['seconds'])} |"
+        )
+    return lines
 
 
 # -- profile ---------------------------------------------------------------------------
@@ -318,7 +462,13 @@ def _read_log(path: str) -> list[dict]:
 def profile_query(spark, number: int, variant: str, ctx: dict, logs: dict) -> dict[str, Any]:
     """One more run of ``number`` on ``variant``, measured piece by piece."""
     views = create_views(
-        spark, variant, tables_of(number), ctx["parquet"], ctx["roots"], logs["scan"]
+        spark,
+        variant,
+        tables_of(number),
+        ctx["parquet"],
+        ctx["roots"],
+        logs["scan"],
+        ctx.get("floor"),
     )
     _read_log(logs["scan"])  # creating views plans nothing; drop any stale lines
     _read_log(logs["timing"])
@@ -473,6 +623,42 @@ def profile_table(profile: list[tuple[int, dict[str, dict]]]) -> list[str]:
     return lines
 
 
+def floor_lines(results: list[Result], micro: list[dict[str, Any]]) -> list[str]:
+    """The floor's split of each variant's total, and the decimal micro-benchmark."""
+    total = {v: sum(r.median(v) for r in results) for v in results[0].seconds}
+    lines = [
+        "## The floor",
+        "",
+        f"`{VARIANTS['floor']}`: the same views (our source's name, so the extension "
+        "prunes columns per scan and sizes each scan from the namespace root as for ours), "
+        "served by `benchmarks/floor_source.py`: one Arrow IPC file per input partition "
+        "of our full-column plan, written before timing from the batches our reader "
+        "yields, memory-mapped and yielded batch by batch; no Lance work. It is the "
+        "ceiling of a PySpark 4.3 Python source on these rows. It hands Spark every row "
+        "of each scan, as default views do; with pushFilters our reader hands over only "
+        "the rows that pass the pushed filters, so it can finish below this floor.",
+        "",
+        f"- PySpark's Python-source cost (floor − Parquet): "
+        f"{total['floor'] - total['parquet']:.2f} s of the total.",
+    ]
+    for v in [v for v in total if v not in ("parquet", "floor")]:
+        lines.append(
+            f"- {VARIANTS[v]}: our own cost (ours − floor): {total[v] - total['floor']:.2f} s."
+        )
+    lines += [
+        "",
+        "### Decimal micro-benchmark",
+        "",
+        "lineitem's Q1 columns, one floor view each as decimal128(15,2), as float64 and "
+        "as int64 hundredths (the same values); each query on a fresh view, median of "
+        "the runs; answers checked against Parquet's.",
+        "",
+        *micro_table(micro),
+        "",
+    ]
+    return lines
+
+
 def report(results, profile, args, extra: dict) -> str:
     variants = extra["variants"]
     built = extra["built"]
@@ -509,6 +695,8 @@ def report(results, profile, args, extra: dict) -> str:
         *results_table(results, variants),
         "",
     ]
+    if extra["micro"]:
+        lines += floor_lines(results, extra["micro"])
     if profile:
         lines += [
             "## Profile of the slowest queries on default views",
@@ -556,6 +744,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="default,push",
         help="ours: default, push, hint (Parquet always runs)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time views served by a Python source over Arrow IPC files (no Lance), "
+        "and the decimal micro-benchmark",
+    )
+    parser.add_argument("--micro-reps", type=int, default=3, help="runs per micro query")
     parser.add_argument("--no-warmup", action="store_true")
     parser.add_argument("--profile", type=int, default=0, help="profile the N slowest queries")
     parser.add_argument("--master", default="local[2]")
@@ -571,7 +766,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ours = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not ours or set(ours) - {"default", "push", "hint"}:
         parser.error("--variants: choose among default, push, hint")
-    args.variant_list = ["parquet", *dict.fromkeys(ours)]
+    args.variant_list = ["parquet", *dict.fromkeys(ours)] + (["floor"] if args.floor else [])
     return args
 
 
@@ -607,6 +802,10 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         spark = start_session(args, work)
     extra["driver_memory"] = spark.conf.get("spark.driver.memory", "1g (default)")
     ctx = {"sf": args.sf, "parquet": parquet, "roots": roots}
+    extra["micro"] = []
+    if args.floor:
+        ctx["floor"] = prepare_floor(roots, work, args.sf)
+        use_floor_source(spark, True)
     try:
         if not args.no_warmup:
             for number in (6, 3):
@@ -619,10 +818,15 @@ def main(argv: list[str] | None = None, spark=None) -> int:
         if args.profile:
             print("profile ...", flush=True)
             profile = run_profile(spark, results, args.profile, args.variant_list, ctx, work)
+        if args.floor:
+            print("decimal micro-benchmark ...", flush=True)
+            extra["micro"] = decimal_micro(spark, ctx["floor"], parquet, args.micro_reps)
     finally:
+        if args.floor:
+            use_floor_source(spark, False)
         if own:
             lps.stop_session(spark)
-    extra["wrong"] = [r.number for r in results if r.wrong]
+    extra["wrong"] = [r.number for r in results if r.wrong] + check_micro(extra["micro"])
     text = report(results, profile, args, extra)
     print(text)
     write_report(args.out, text)

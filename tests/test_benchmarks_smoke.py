@@ -161,6 +161,8 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         assert "all equal" in text and "**WRONG**" not in text
         assert all(f"| Q{n} |" in text for n in (3, 6, 15, 22))
         assert "## Profile of the slowest queries" in text
+        # the floor variant ran (answers equal too) and so did the decimal micro-benchmark
+        assert "## The floor" in text and "| floor, float64 |" in text
 
 
 def test_spark_sql_bench_answer_check_catches_differences():
