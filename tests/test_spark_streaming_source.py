@@ -134,16 +134,10 @@ def test_appends_by_another_process_arrive_once_each_in_version_order(spark, tmp
     assert list(got["seq"]) == sorted(got["seq"])  # in version order
 
 
-def test_a_delete_in_range_stops_the_stream_after_the_versions_before_it(spark, tmp_path):
-    root, ns = new_namespace(tmp_path)
-    start = ns.version
-    ns.append(batch(1))
-    ns.compact()  # moves rows, changes none: never stops the stream
-    ns.append(batch(2))
-    ns.delete("id = 101")
-    deleted_at = ns.version
-    ns.append(batch(3))
-    df, checkpoint = stream(spark, root, tmp_path, startingVersion=str(start + 1))
+def stopped_stream(spark, root: str, tmp_path, starting: int) -> tuple[str, Collected]:
+    """Run a stream of appends from version ``starting`` until it fails; the failure's
+    message and what arrived before it."""
+    df, checkpoint = stream(spark, root, tmp_path, startingVersion=str(starting))
     out = Collected()
     query = (
         df.writeStream.foreachBatch(out)
@@ -153,7 +147,19 @@ def test_a_delete_in_range_stops_the_stream_after_the_versions_before_it(spark, 
     )
     with pytest.raises(StreamingQueryException) as caught:
         query.awaitTermination()
-    message = str(caught.value)
+    return str(caught.value), out
+
+
+def test_a_delete_in_range_stops_the_stream_after_the_versions_before_it(spark, tmp_path):
+    root, ns = new_namespace(tmp_path)
+    start = ns.version
+    ns.append(batch(1))
+    ns.compact()  # moves rows, changes none: never stops the stream
+    ns.append(batch(2))
+    ns.delete("id = 101")
+    deleted_at = ns.version
+    ns.append(batch(3))
+    message, out = stopped_stream(spark, root, tmp_path, start + 1)
     assert "RowsRemovedError" in message
     assert f"__manifest version {deleted_at} of {root!r} deleted or updated 1 row(s)" in message
     assert "(operation 'delete')" in message
@@ -170,17 +176,7 @@ def test_an_update_in_range_stops_the_stream_too(spark, tmp_path):
     ns.append(batch(1))
     ns.update({"seq": "seq + 10"}, where="id = 101")
     updated_at = ns.version
-    df, checkpoint = stream(spark, root, tmp_path, startingVersion=str(start + 1))
-    out = Collected()
-    query = (
-        df.writeStream.foreachBatch(out)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    with pytest.raises(StreamingQueryException) as caught:
-        query.awaitTermination()
-    message = str(caught.value)
+    message, out = stopped_stream(spark, root, tmp_path, start + 1)
     assert f"__manifest version {updated_at} of {root!r} deleted or updated 1 row(s)" in message
     assert "(operation 'update')" in message
     assert rows(out.all) == rows(batch(1))
