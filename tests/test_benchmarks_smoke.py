@@ -79,7 +79,9 @@ def test_benchmark_script_runs_and_its_answers_are_right(name, workdir):
     if name == "changes_bench":
         # both feeds returned exactly the row each commit changed, at both sizes
         assert "## Answer checks\n\n- all passed" in text
-        assert text.count("| 50 | ") == 2 and "deltalake `load_cdf(v, v)`" in text
+        assert (
+            text.count("| 50 | ") == 3 and "deltalake `load_cdf(v, v)`" in text
+        )  # append, delete, update
     if name == "startup_bench":
         # the ratios are reported, not asserted; the script fails when --help breaks or
         # import lance_partitioned loads an optional engine
