@@ -103,14 +103,21 @@ def check_compaction(roots: list[str], partitions: int, fragments: int) -> None:
         assert ns.validate() == [], root
 
 
+def empty_pair(workdir: str, name: str) -> tuple[str, str]:
+    """Two fresh paths under ``workdir``: the namespace the Spark call works on and its
+    copy for the single-machine call."""
+    base = os.path.join(workdir, name)
+    pair = (base + "_spark", base + "_single")
+    for path in pair:
+        shutil.rmtree(path, ignore_errors=True)
+    return pair
+
+
 def run_compaction(spark, args) -> dict:
     from lance_partitioned.operations.maintain import maintenance
     from lance_partitioned.spark.maintenance import stager
 
-    base = os.path.join(args.workdir, f"compact_{args.partitions}x{args.fragments}")
-    a, b = base + "_spark", base + "_single"
-    for path in (a, b):
-        shutil.rmtree(path, ignore_errors=True)
+    a, b = empty_pair(args.workdir, f"compact_{args.partitions}x{args.fragments}")
     build_seconds = build_compaction(a, args.partitions, args.fragments)
     shutil.copytree(a, b)
     t0 = time.perf_counter()
@@ -161,10 +168,7 @@ def check_index(roots: list[str], rows: int, name: str) -> None:
 def run_index(spark, args) -> dict:
     from lance_partitioned import spark as lps
 
-    base = os.path.join(args.workdir, f"index_{args.tenants}x{args.vectors}")
-    a, b = base + "_spark", base + "_single"
-    for path in (a, b):
-        shutil.rmtree(path, ignore_errors=True)
+    a, b = empty_pair(args.workdir, f"index_{args.tenants}x{args.vectors}")
     table = vector_table(args.tenants, args.vectors, args.dim)
     lp.create(a, table.schema, "tenant").append(table)
     shutil.copytree(a, b)
