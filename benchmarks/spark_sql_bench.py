@@ -13,8 +13,11 @@ by ``bucket(4, s_suppkey)``, nation and region unpartitioned.
 For every query and every repetition, fresh temporary views are created (untimed)
 over each table it reads: ``USING parquet`` on the generated files, ``USING
 lance_partitioned OPTIONS (root ...)`` with default options (``default``) and with
-``pushFilters 'true'`` (``push``), and, as an experiment, default options with a
-broadcast hint on the small tables (``hint``: what reported sizes would buy); then ``spark.sql(query).collect()`` is timed. The
+``pushFilters 'true'`` (``push``); ``rows`` and ``push_rows`` are the same with the
+extension's column-batch hand-off off (``spark.lance_partitioned.columnarReads=false``:
+PySpark's own reader, which copies every batch into rows), to measure that step; and,
+as an experiment, default options with a broadcast hint on the small tables
+(``hint``: what reported sizes would buy); then ``spark.sql(query).collect()`` is timed. The
 variants of one query run back to back, their order rotating from query to query.
 One Spark session (``local[2]``, ``--driver-memory``), loaded with the package's
 extension (``lps.local_session``). A warm-up (Q6 and Q3 once per variant) comes first
@@ -86,9 +89,12 @@ VARIANTS = {
     "parquet": "Spark on Parquet",
     "default": "ours, default options",
     "push": "ours, pushFilters",
+    "rows": "ours, default options, PySpark's row hand-off",
+    "push_rows": "ours, pushFilters, PySpark's row hand-off",
     "hint": "ours, default options + broadcast hint",
     "floor": "floor: Python source over Arrow IPC, no Lance",
 }
+COLUMNAR_CONF = "spark.lance_partitioned.columnarReads"
 # The experiment of the "hint" variant: what sizes would buy if our source reported them
 # (PySpark 4.3's Python sources report none, so Spark plans every join as a shuffle).
 # These tables' Parquet files at SF <= 1 are below Spark's broadcast threshold (10 MiB),
@@ -148,7 +154,7 @@ def create_views(
             using = f"parquet OPTIONS (path '{parquet[table]}')"
         else:
             opts = [f"root '{roots[table]}'"]
-            if variant == "push":
+            if variant in ("push", "push_rows"):
                 opts.append("pushFilters 'true'")
             if variant == "floor":
                 opts.append(f"{floor_source.FLOOR_OPTION} '{floor[table]}'")
@@ -215,6 +221,8 @@ def run_query(
 ) -> tuple[list, float, float]:
     """(rows, seconds of the query, seconds creating its views): fresh views, then collect."""
     start = time.perf_counter()
+    # "rows" variants: the extension hands batches over as PySpark does, row by row
+    spark.conf.set(COLUMNAR_CONF, "false" if variant.endswith("rows") else "auto")
     views = create_views(spark, variant, tables_of(number), parquet, roots, floor=floor)
     created = time.perf_counter()
     rows = spark.sql(query_text(number, variant, views, sf)).collect()
@@ -764,8 +772,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     ours = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if not ours or set(ours) - {"default", "push", "hint"}:
-        parser.error("--variants: choose among default, push, hint")
+    choices = ["default", "push", "rows", "push_rows", "hint"]
+    if not ours or set(ours) - set(choices):
+        parser.error(f"--variants: choose among {', '.join(choices)}")
     args.variant_list = ["parquet", *dict.fromkeys(ours)] + (["floor"] if args.floor else [])
     return args
 

@@ -402,8 +402,8 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         }
 
         @Override
-        public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return new SizedScanBuilder((SupportsPushDownFilters) super.newScanBuilder(options), size);
+        OptionalLong size() {
+            return size;
         }
     }
 
@@ -539,9 +539,16 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             return new CaseInsensitiveStringMap(all);
         }
 
+        /** PySpark's scan builder, its scans reporting {@link #size} and read as columns. */
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            return super.newScanBuilder(withBound(options));
+            return new SizedScanBuilder(
+                (SupportsPushDownFilters) super.newScanBuilder(withBound(options)), size());
+        }
+
+        /** The bytes Spark plans this table's scans with: unknown (Spark's default). */
+        OptionalLong size() {
+            return OptionalLong.empty();
         }
 
         @Override
@@ -818,7 +825,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         }
     }
 
-    /** PySpark's scan, unchanged, plus its size. */
+    /** PySpark's scan plus its size, its batches read as columns ({@link ColumnarHandoff}). */
     static final class SizedScan implements SupportsReportStatistics, SupportsMetadata {
         private final Scan inner;
         private final OptionalLong size;
@@ -855,7 +862,19 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
         @Override
         public Batch toBatch() {
-            return inner.toBatch();
+            return ColumnarHandoff.wrap(inner.toBatch(), ColumnarHandoff.enabled(SparkSession.active()));
+        }
+
+        @Override
+        public org.apache.spark.sql.connector.read.streaming.MicroBatchStream toMicroBatchStream(
+                String checkpointLocation) {
+            return inner.toMicroBatchStream(checkpointLocation);
+        }
+
+        @Override
+        public org.apache.spark.sql.connector.read.streaming.ContinuousStream toContinuousStream(
+                String checkpointLocation) {
+            return inner.toContinuousStream(checkpointLocation);
         }
 
         @Override
@@ -870,7 +889,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
         @Override
         public Scan.ColumnarSupportMode columnarSupportMode() {
-            return inner.columnarSupportMode();
+            // PySpark's scan says UNSUPPORTED; whether a batch is read as columns is
+            // then the reader factory's to say (ColumnarHandoff.Factory)
+            return Scan.ColumnarSupportMode.PARTITION_DEFINED;
         }
 
         @Override
