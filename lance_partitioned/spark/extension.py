@@ -128,7 +128,8 @@ def extension_conf(extra_classpath: str | None = None) -> dict[str, str]:
     """The settings that load the extension in a new session (builds the jar if needed).
 
     ``extra_classpath``: a ``spark.driver.extraClassPath`` to keep alongside the jar.
-    Only the driver needs the jar: the rule runs in Spark's optimizer.
+    The driver needs the jar (its rules run in Spark's optimizer); executors outside the
+    driver's JVM read column batches only with the jar in ``spark.jars`` too.
     """
     jar = str(extension_jar())
     return {
