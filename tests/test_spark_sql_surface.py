@@ -10,6 +10,7 @@ table names and drops them.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import time
@@ -289,13 +290,57 @@ def test_catalog_table_without_spec_is_refused_at_its_first_insert(sql, tmp_path
     assert not os.path.exists(root / "__manifest")
 
 
+# -- static INSERT OVERWRITE ... PARTITION: the rows of that partition ---------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["SELECT 7, 'z', TIMESTAMP'2024-03-01'", "SELECT 7, 'z', TIMESTAMP'2024-03-01' WHERE false"],
+)
+def test_insert_overwrite_static_partition_matches_parquet(sql, tmp_path, query):
+    """Static mode: partition c = 9 becomes exactly the query's rows (none: it is emptied,
+    as on Parquet), the other partitions stay."""
+    root = str(tmp_path / "ns")
+    t = lance_table(sql, root)
+    pq = parquet_twin(sql, tmp_path, "c")
+    for name in (t, pq):
+        sql(f"INSERT OVERWRITE {name} PARTITION (c = 9) (id, s, ts) {query}")
+    got = rows(sql(f"SELECT id, s, c, ts FROM {t}"))
+    assert got == rows(sql(f"SELECT id, s, c, ts FROM {pq}"))
+    assert (2, "b", 8) in [g[:3] for g in got]
+    entry = lp.open(root).history(limit=1).to_pylist()[0]
+    assert (entry["operation"], json.loads(entry["parameters"])) == (
+        "overwrite",
+        {"mode": "where", "where": "c = 9"},
+    )
+
+
+def test_write_to_overwrite_by_partition_condition(spark, sql, tmp_path):
+    """writeTo(t).overwrite(c = 9) replaces the rows of c = 9; a row outside the condition
+    is refused (nothing published), and so is a condition on a non-partition column."""
+    from pyspark.sql import functions as F
+
+    root = str(tmp_path / "ns")
+    t = lance_table(sql, root)
+    pq = parquet_twin(sql, tmp_path, "c")
+    new_rows = "SELECT * FROM VALUES (7L, 'z', 9, TIMESTAMP'2024-03-01') AS v(id, s, c, ts)"
+    sql(new_rows).writeTo(t).overwrite(F.col("c") == 9)
+    sql(f"INSERT OVERWRITE {pq} PARTITION (c = 9) (id, s, ts) SELECT id, s, ts FROM ({new_rows})")
+    assert rows(sql(f"SELECT id, s, c, ts FROM {t}")) == rows(sql(f"SELECT id, s, c, ts FROM {pq}"))
+    version = lp.open(root).version
+    with pytest.raises(Exception, match=r"a row to write does not match 'c = 8'"):
+        sql(new_rows).writeTo(t).overwrite(F.col("c") == 8)
+    with pytest.raises(
+        Exception, match=r"^lance_partitioned cannot overwrite only the rows matching"
+    ):
+        sql(new_rows).writeTo(t).overwrite(F.col("id") == 7)
+    assert lp.open(root).version == version
+    assert rows(sql(f"SELECT id, s, c, ts FROM {t}")) == rows(sql(f"SELECT id, s, c, ts FROM {pq}"))
+
+
 # -- statements that cannot work: the documented error, nothing changed -------------------
 
 REFUSED = {
-    "insert_overwrite_partition_static": (
-        "INSERT OVERWRITE {t} PARTITION (c = 9) SELECT 7, 'z', TIMESTAMP'2024-03-01'",
-        "partitionOverwriteMode",
-    ),
     "insert_overwrite_partition_view": (
         "INSERT OVERWRITE {v} PARTITION (c = 9) SELECT 7, 'z', TIMESTAMP'2024-03-01'",
         "NON_PARTITION_COLUMN",

@@ -46,6 +46,10 @@ Writing:
   unpartitioned namespace.
 - ``__partitionBy`` (internal, set by the extension's provider): Spark's partitioning
   of the write (``partitionBy``, a catalog table's ``PARTITIONED BY``), see ``partitioning``.
+- ``__overwriteWhere`` (internal, set by the extension's provider): an overwrite
+  replaces only the rows matching this SQL condition (``c = 9 AND s = 'a'``, identity
+  partition columns), as ``ns.overwrite(rows, where=...)``: a static ``INSERT
+  OVERWRITE t PARTITION (c = 9)``.
 - ``partitionOverwriteMode``: ``static`` (default; overwrite replaces everything) or
   ``dynamic`` (overwrite replaces only the partitions the data touches).
 - ``maxBufferBytes`` (default 128 MiB per task) and ``maxRowsPerFile``.
@@ -79,6 +83,7 @@ ISOLATED_SCAN_OPTION = "__isolatedScan"
 # Set by the extension's provider on a catalog table's relations; internal.
 CATALOG_TABLE_OPTION = "__catalogTable"
 TIMESTAMP_AS_OF_OPTION = "timestampAsOf"
+OVERWRITE_WHERE_OPTION = "__overwriteWhere"
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 DEFAULT_MAX_BUFFER_BYTES = 128 << 20
 DEFAULT_MAX_ROWS_PER_FILE = 1 << 20
@@ -139,6 +144,7 @@ class SourceOptions:
     # Spark's partitioning of the write's table (partitionBy, a catalog table's), as a spec
     partition_by: str | None
     dynamic_overwrite: bool
+    overwrite_where: str | None  # an overwrite replaces only the rows matching it
     max_buffer_bytes: int
     max_rows_per_file: int
     # lowercased column name -> vector dimension (``<column>.arrow.fixed-size-list.size``)
@@ -186,6 +192,7 @@ class SourceOptions:
             if options.get(PARTITION_BY_OPTION)
             else None,
             dynamic_overwrite=mode == "dynamic",
+            overwrite_where=(options.get(OVERWRITE_WHERE_OPTION) or "").strip() or None,
             max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES)
             or DEFAULT_MAX_BUFFER_BYTES,
             max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE)

@@ -487,10 +487,14 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     /** Option telling Python the relation is a catalog table's (it reads empty before its first write). */
     static final String CATALOG_TABLE = "__catalogTable";
     static final String CONDITIONAL_OVERWRITE =
-        "lance_partitioned cannot overwrite only the rows matching a condition (INSERT OVERWRITE "
-        + "... PARTITION (...), writeTo(...).overwrite(...)): replace the partitions the new rows "
-        + "touch with SET spark.sql.sources.partitionOverwriteMode=dynamic and INSERT OVERWRITE "
-        + "without PARTITION (or the option partitionOverwriteMode 'dynamic')";
+        "lance_partitioned cannot overwrite only the rows matching this condition (INSERT OVERWRITE "
+        + "... PARTITION (...), writeTo(...).overwrite(...)); it can when the condition is "
+        + "equalities of identity partition columns to values (c = 9 AND s = 'a'), or replace "
+        + "the partitions the new rows touch with SET spark.sql.sources.partitionOverwriteMode="
+        + "dynamic and INSERT OVERWRITE without PARTITION (or the option partitionOverwriteMode "
+        + "'dynamic')";
+    /** Write option: the SQL condition (equalities of identity partition columns) whose rows the write replaces. */
+    static final String OVERWRITE_WHERE = "__overwriteWhere";
 
     /** A {@link BoundTable} of {@code provider}: what {@code DefaultSource.getTable} returns. */
     public static Table bind(PythonDataSourceV2 provider, String name, StructType schema,
@@ -641,6 +645,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         private final LogicalWriteInfo info;
         private boolean truncate;
         private boolean dynamic;
+        private String where; // OVERWRITE_WHERE, or null
 
         BoundWriteBuilder(BoundTable table, LogicalWriteInfo info) {
             this.table = table;
@@ -660,14 +665,22 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             return this;
         }
 
+        /** True: {@link #overwrite} refuses what it cannot do with a message of our own. */
         @Override
         public boolean canOverwrite(Predicate[] predicates) {
-            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            return true;
         }
 
+        /**
+         * A static {@code INSERT OVERWRITE t PARTITION (c = 9)} (Spark gives {@code c = 9}),
+         * or {@code writeTo(t).overwrite(cond)}: Python replaces the rows matching the
+         * condition, given as SQL, when it is equalities of identity partition columns.
+         */
         @Override
         public WriteBuilder overwrite(Predicate[] predicates) {
-            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            where = overwriteWhere(predicates, table);
+            truncate = true;
+            return this;
         }
 
         @Override
@@ -687,6 +700,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             if (dynamic) {
                 options.put(OVERWRITE_MODE, "dynamic");
             }
+            if (where != null) {
+                options.put(OVERWRITE_WHERE, where);
+            }
             WriteBuilder inner = new PythonWriteBuilder(table.provider, table.shortName,
                 new WriteInfo(info, new CaseInsensitiveStringMap(options)));
             if (truncate) {
@@ -694,6 +710,56 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             }
             return inner.build();
         }
+    }
+
+    /**
+     * {@code predicates} (ANDed) as SQL, each {@code column = value} on an identity partition
+     * column of {@code table} (a number, a string, a boolean, a date); anything else is refused.
+     */
+    static String overwriteWhere(Predicate[] predicates, BoundTable table) {
+        Set<String> identity = new HashSet<>();
+        for (Transform t : table.partitioning()) {
+            if ("identity".equals(t.name())) {
+                identity.add(term(t).toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        List<String> terms = new ArrayList<>();
+        for (Predicate p : predicates) {
+            Expression[] args = p.children();
+            boolean equality = "=".equals(p.name()) || "<=>".equals(p.name());
+            if (!equality || args.length != 2 || !(args[0] instanceof NamedReference)
+                    || !(args[1] instanceof Literal)) {
+                throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            }
+            String[] names = ((NamedReference) args[0]).fieldNames();
+            String value = sqlLiteral((Literal<?>) args[1]);
+            if (names.length != 1 || !names[0].matches("[A-Za-z_][A-Za-z0-9_]*")
+                    || !identity.contains(names[0].toLowerCase(java.util.Locale.ROOT)) || value == null) {
+                throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            }
+            terms.add(names[0] + " = " + value);
+        }
+        if (terms.isEmpty()) {
+            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+        }
+        return String.join(" AND ", terms);
+    }
+
+    /** {@code literal} as SQL (Spark's internal value of its type), or null for other types and null. */
+    static String sqlLiteral(Literal<?> literal) {
+        Object value = literal.value();
+        org.apache.spark.sql.types.DataType type = literal.dataType();
+        if (value == null) {
+            return null;
+        } else if (type instanceof org.apache.spark.sql.types.IntegralType
+                || type instanceof org.apache.spark.sql.types.BooleanType) {
+            return String.valueOf(value);
+        } else if (type instanceof org.apache.spark.sql.types.StringType) {
+            return "'" + value.toString().replace("'", "''") + "'";
+        } else if (type instanceof org.apache.spark.sql.types.DateType) {
+            return "DATE '" + java.time.LocalDate.ofEpochDay(((Number) value).longValue()) + "'";
+        }
+        return null;
     }
 
     /** {@code info} with other options. */
