@@ -533,3 +533,26 @@ def test_timestamp_as_of_option_is_checked():
         SourceOptions.parse({"root": "r", "version": "3", "timestampAsOf": "2024-01-05"})
     with pytest.raises(lp.SchemaError, match="must be an ISO 8601 time, got 'yesterday'"):
         SourceOptions.parse({"root": "r", "timestampAsOf": "yesterday"})
+
+
+def test_overwrite_where_replaces_whole_leaves_only_when_partition_values_decide(tmp_path):
+    """The sink replaces the leaves a static overwrite's condition selects; a leaf whose
+    rows its partition values do not decide (not partitioned by the column) is refused."""
+    from lance_partitioned.catalog.manifest import Manifest
+    from lance_partitioned.catalog.snapshot import Snapshot
+    from lance_partitioned.spark.sink import replaced_by
+
+    data = pa.table({"a": pa.array([1, 2, 3], pa.int32()), "c": [9, 8, 9]})
+    by_c = lp.create(str(tmp_path / "by_c"), data.schema, "c")
+    by_c.append(data)
+    snapshot = Snapshot.load(Manifest(str(tmp_path / "by_c")))
+    leaves, sql = replaced_by(snapshot, "c = 9")
+    assert len(leaves) == 1 and sql == "c = 9"
+    parts = by_c.partitions().to_pylist()
+    assert [p["partition"]["c"] for p in parts if p["object_id"] in leaves] == ["9"]
+    by_a = lp.create(str(tmp_path / "by_a"), data.schema, "a")
+    by_a.append(data)
+    with pytest.raises(
+        lp.UnsupportedFeatureError, match=r"holds rows that do and rows that do not"
+    ):
+        replaced_by(Snapshot.load(Manifest(str(tmp_path / "by_a"))), "c = 9")
