@@ -51,6 +51,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import ColumnNotFoundError, SchemaError
 from lance_partitioned.format.expressions import And, Expr
@@ -103,6 +104,38 @@ def record_scan(path: str | None, plan: ReadPlan) -> None:
         log.warning("could not append to scan log %s: %s", path, exc)
 
 
+def checked_columns(snapshot: Snapshot, schema: StructType, root: str) -> pa.Schema:
+    """The namespace's fields that ``schema`` (Spark's view of the relation) names, in its
+    order; a column it lacks, or holds with another type, raises SchemaError."""
+    by_name = {f.name: f for f in projected_schema(snapshot, None)}
+    wanted = []
+    for sf in schema.fields:
+        f = by_name.get(sf.name)
+        if f is None:
+            raise SchemaError(
+                f"column {sf.name!r} is not in the namespace {root!r}; columns are {list(by_name)}"
+            )
+        ours = arrow_to_spark(pa.schema([f])).fields[0]
+        if ours.dataType != sf.dataType or (ours.nullable and not sf.nullable):
+            raise SchemaError(
+                f"column {sf.name!r}: the given schema says {sf.dataType.simpleString()}"
+                f"{'' if sf.nullable else ' NOT NULL'}, the namespace holds "
+                f"{ours.dataType.simpleString()}{'' if ours.nullable else ' NOT NULL'}"
+            )
+        wanted.append(f)
+    return pa.schema(wanted)
+
+
+def unwritten_catalog_table(opts: SourceOptions) -> bool:
+    """Whether ``opts`` read a catalog table whose first write has yet to create its
+    namespace (no ``__manifest`` at its root): it reads as empty, as a Parquet table does.
+    Only catalog tables: a view or ``load(root)`` of such a root fails, so that a mistyped
+    root does not read as an empty table. Never writes."""
+    if not opts.catalog_table or opts.version is not None or opts.timestamp_as_of is not None:
+        return False
+    return not Manifest(opts.root, opts.storage_options).present()
+
+
 class LancePartition(InputPartition):
     """One input partition: a group of leaf fragments, and how to read them.
 
@@ -122,29 +155,16 @@ class LancePartitionedReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, schema: StructType):
         self.opts = opts
         self.spark_schema = schema
-        self._snapshot: Snapshot | None = load_snapshot(
-            opts.root, opts.version, opts.storage_options
-        )
-        available = projected_schema(self._snapshot, None)
-        by_name = {f.name: f for f in available}
-        wanted = []
-        for sf in schema.fields:
-            f = by_name.get(sf.name)
-            if f is None:
-                raise SchemaError(
-                    f"column {sf.name!r} is not in the namespace {opts.root!r}; columns are {list(by_name)}"
-                )
-            ours = arrow_to_spark(pa.schema([f])).fields[0]
-            if ours.dataType != sf.dataType or (ours.nullable and not sf.nullable):
-                raise SchemaError(
-                    f"column {sf.name!r}: the given schema says {sf.dataType.simpleString()}"
-                    f"{'' if sf.nullable else ' NOT NULL'}, the namespace holds "
-                    f"{ours.dataType.simpleString()}{'' if ours.nullable else ' NOT NULL'}"
-                )
-            wanted.append(f)
-        self.arrow_schema = pa.schema(wanted)
+        self._snapshot: Snapshot | None = None
+        self.arrow_schema = spark_arrow_schema(schema)
         # The relation's own ``filter`` option; pushed Spark filters are ANDed to it.
-        self.base_expr: Expr | None = parse_any_filter(opts.filter, self._snapshot.schema.names)
+        self.base_expr: Expr | None = None
+        if not unwritten_catalog_table(opts):  # else: its declared columns, no rows
+            self._snapshot = load_snapshot(
+                opts.root, opts.version, opts.storage_options, opts.timestamp_as_of
+            )
+            self.arrow_schema = checked_columns(self._snapshot, schema, opts.root)
+            self.base_expr = parse_any_filter(opts.filter, self._snapshot.schema.names)
         self.expr: Expr | None = self.base_expr
 
     def __getstate__(self) -> dict[str, Any]:
@@ -171,7 +191,8 @@ class LancePartitionedReader(DataSourceReader):
         return translation.rejected
 
     def partitions(self) -> list[InputPartition]:
-        assert self._snapshot is not None, "partitions() runs on the driver, before pickling"
+        if self._snapshot is None:
+            return []  # a catalog table before its first write
         columns = tuple(self.arrow_schema.names)
         plan, scan = plan_read(
             self._snapshot,
@@ -208,7 +229,9 @@ class LancePartitionedDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = SourceOptions.parse(self.options)
-        snapshot = load_snapshot(opts.root, opts.version, opts.storage_options)
+        snapshot = load_snapshot(
+            opts.root, opts.version, opts.storage_options, opts.timestamp_as_of
+        )
         columns = projected_schema(snapshot, opts.columns)
         return arrow_to_spark(stream_source.with_change_columns(columns, self.options))
 

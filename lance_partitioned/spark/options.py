@@ -19,6 +19,10 @@ Reading:
   the extension gives each scan its own. Without it every filter stays with Spark.
 - ``columns``: comma-separated projection (the Python source API cannot prune columns).
 - ``version``: read an older ``__manifest`` version (a number or a tag).
+- ``timestampAsOf``: read the newest ``__manifest`` version committed at or before
+  this instant (ISO 8601; without an offset, local time). Not with ``version``. The
+  extension sets it for ``SELECT ... FROM t TIMESTAMP AS OF '...'`` (and ``version``
+  for ``VERSION AS OF n``) on a catalog table.
 - ``batchSize``: rows per Arrow batch from Lance.
 - ``rowsPerPartition`` (default 1,048,576) and ``minPartitions``: how fragments are
   packed into Spark input partitions. By default about 8 tasks, but none below
@@ -27,6 +31,10 @@ Reading:
 - ``scanLog``: a file to which every planned scan appends one JSON line (partitions
   scanned / total, pushed filter). The environment variable
   ``LANCE_PARTITIONED_SCAN_LOG`` sets a default; it must be set before Spark starts.
+- ``__catalogTable`` (internal, set by the extension's provider): the relation is a
+  catalog table's, which reads as empty (its declared columns, no rows) until its
+  first write creates the namespace, as a Parquet table does. Any other relation
+  over a root without a namespace fails: a mistyped root must not read as empty.
 - Streaming reads (``spark.readStream``) also take ``startingVersion``,
   ``readChangeFeed`` and ``maxVersionsPerTrigger``, parsed by ``spark.stream_source``
   (docs/STREAMING.md).
@@ -38,6 +46,10 @@ Writing:
   unpartitioned namespace.
 - ``__partitionBy`` (internal, set by the extension's provider): Spark's partitioning
   of the write (``partitionBy``, a catalog table's ``PARTITIONED BY``), see ``partitioning``.
+- ``__overwriteWhere`` (internal, set by the extension's provider): an overwrite
+  replaces only the rows matching this SQL condition (``c = 9 AND s = 'a'``, identity
+  partition columns), as ``ns.overwrite(rows, where=...)``: a static ``INSERT
+  OVERWRITE t PARTITION (c = 9)``.
 - ``partitionOverwriteMode``: ``static`` (default; overwrite replaces everything) or
   ``dynamic`` (overwrite replaces only the partitions the data touches).
 - ``maxBufferBytes`` (default 128 MiB per task) and ``maxRowsPerFile``.
@@ -51,6 +63,7 @@ Writing:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Mapping
@@ -67,6 +80,10 @@ SCAN_LOG_ENV = "LANCE_PARTITIONED_SCAN_LOG"
 # Set by the Spark extension (jvm/Extensions.java) on a relation it gave a read plan
 # of its own; internal, never set by users.
 ISOLATED_SCAN_OPTION = "__isolatedScan"
+# Set by the extension's provider on a catalog table's relations; internal.
+CATALOG_TABLE_OPTION = "__catalogTable"
+TIMESTAMP_AS_OF_OPTION = "timestampAsOf"
+OVERWRITE_WHERE_OPTION = "__overwriteWhere"
 VECTOR_SIZE_SUFFIX = ".arrow.fixed-size-list.size"
 DEFAULT_MAX_BUFFER_BYTES = 128 << 20
 DEFAULT_MAX_ROWS_PER_FILE = 1 << 20
@@ -93,12 +110,28 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     return text == "true"
 
 
+def _timestamp_as_of(options: Mapping[str, str]) -> str | None:
+    raw = str(options.get(TIMESTAMP_AS_OF_OPTION) or "").strip()
+    if not raw:
+        return None
+    if parse_version(options.get("version")) is not None:
+        raise SchemaError(f"give either option 'version' or {TIMESTAMP_AS_OF_OPTION!r}, not both")
+    try:
+        dt.datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise SchemaError(
+            f"option {TIMESTAMP_AS_OF_OPTION!r} must be an ISO 8601 time, got {raw!r}"
+        ) from exc
+    return raw
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     root: str
     storage_options: dict[str, str] | None
     columns: tuple[str, ...] | None
     version: int | str | None
+    timestamp_as_of: str | None  # ISO 8601: the newest version committed by then
     batch_size: int | None
     rows_per_partition: int
     min_partitions: int | None  # None: the default, with a floor on rows per task
@@ -106,10 +139,12 @@ class SourceOptions:
     filter: str | None
     push_filters: bool
     isolated_scan: bool  # this relation's read plan serves one scan (the extension's mark)
+    catalog_table: bool  # a catalog table's relation: reads empty before its first write
     spec: str | None  # None: not given; "": explicitly unpartitioned
     # Spark's partitioning of the write's table (partitionBy, a catalog table's), as a spec
     partition_by: str | None
     dynamic_overwrite: bool
+    overwrite_where: str | None  # an overwrite replaces only the rows matching it
     max_buffer_bytes: int
     max_rows_per_file: int
     # lowercased column name -> vector dimension (``<column>.arrow.fixed-size-list.size``)
@@ -142,6 +177,7 @@ class SourceOptions:
             storage_options=storage or None,
             columns=columns,
             version=parse_version(options.get("version")),
+            timestamp_as_of=_timestamp_as_of(options),
             batch_size=_int(options, "batchSize", None),
             rows_per_partition=_int(options, "rowsPerPartition", DEFAULT_ROWS_PER_TASK)
             or DEFAULT_ROWS_PER_TASK,
@@ -150,11 +186,13 @@ class SourceOptions:
             filter=(options.get("filter") or "").strip() or None,
             push_filters=_bool(options, "pushFilters", False),
             isolated_scan=_bool(options, ISOLATED_SCAN_OPTION, False),
+            catalog_table=_bool(options, CATALOG_TABLE_OPTION, False),
             spec=options.get("spec"),
             partition_by=spark_partitioning_to_spec(options[PARTITION_BY_OPTION])
             if options.get(PARTITION_BY_OPTION)
             else None,
             dynamic_overwrite=mode == "dynamic",
+            overwrite_where=(options.get(OVERWRITE_WHERE_OPTION) or "").strip() or None,
             max_buffer_bytes=_int(options, "maxBufferBytes", DEFAULT_MAX_BUFFER_BYTES)
             or DEFAULT_MAX_BUFFER_BYTES,
             max_rows_per_file=_int(options, "maxRowsPerFile", DEFAULT_MAX_ROWS_PER_FILE)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from lance_partitioned.catalog import history
 from lance_partitioned.catalog.leaf_open import open_leaf_dataset
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
@@ -139,10 +140,17 @@ class ReadPlan:
 
 
 def load_snapshot(
-    root: str, version: int | str | None, storage_options: dict[str, str] | None
+    root: str,
+    version: int | str | None,
+    storage_options: dict[str, str] | None,
+    asof: str | None = None,
 ) -> Snapshot:
-    """The snapshot to read: ``version`` (number or tag) or the latest."""
-    return Snapshot.load(Manifest(root, storage_options), version)
+    """The snapshot to read: ``version`` (number or tag), the newest committed at or
+    before ``asof`` (ISO 8601), or the latest."""
+    manifest = Manifest(root, storage_options)
+    if asof is not None:
+        version = history.version_asof(manifest, asof)
+    return Snapshot.load(manifest, version)
 
 
 def parse_version(text: str | None) -> int | str | None:

@@ -41,9 +41,18 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType, Timestam
 from lance_partitioned.catalog.commit_info import CommitInfo
 from lance_partitioned.catalog.manifest import Manifest
 from lance_partitioned.catalog.snapshot import Snapshot
-from lance_partitioned.errors import NamespaceExistsError, SchemaError, SpecError
+from lance_partitioned.errors import (
+    FilterError,
+    NamespaceExistsError,
+    SchemaError,
+    SpecError,
+    UnsupportedFeatureError,
+)
+from lance_partitioned.format.filters.evaluate import filter_batch
 from lance_partitioned.format.spec import parse_spec
 from lance_partitioned.namespace import PartitionedNamespace
+from lance_partitioned.operations.change.predicate import where_sql
+from lance_partitioned.operations.read.scan import Scan
 from lance_partitioned.operations.write.input import InputConformer
 from lance_partitioned.operations.write.job import WriteJob
 from lance_partitioned.operations.write.partition_writer import WrittenFiles, new_job_secret
@@ -145,6 +154,10 @@ class LancePartitionedWriter(DataSourceArrowWriter):
         self.max_buffer_bytes = opts.max_buffer_bytes
         self.max_rows_per_file = opts.max_rows_per_file
         self.created_version = created_version
+        # an overwrite of the rows matching a condition (``overwrite_where``): the leaves
+        # it replaces, and the condition as Lance SQL, which every written row must match
+        self.replaces: tuple[str, ...] = ()
+        self.where_sql: str | None = None
 
     def _manifest(self) -> Manifest:
         return Manifest(self.root, self.storage_options)
@@ -154,10 +167,12 @@ class LancePartitionedWriter(DataSourceArrowWriter):
         against ``version`` (the one the received files were written for)."""
         manifest = manifest or self._manifest()
         version = self.snapshot_version if version is None else version
-        return WriteJob(manifest, version, self.mode, self.secret)
+        return WriteJob(manifest, version, self.mode, self.secret, replaces=self.replaces)
 
     # -- executors ------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+        if self.where_sql is not None:
+            iterator = _matching_only(iterator, self.where_sql)
         timed = _TimedInput(iterator) if os.environ.get(TIMING_LOG_ENV) else None
         start, cpu = time.perf_counter(), time.process_time()
         # shared: other tasks may be writing into the same new partition directories
@@ -185,7 +200,10 @@ class LancePartitionedWriter(DataSourceArrowWriter):
 
     # -- driver -----------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        self.publish(merge_messages(self.snapshot_version, messages))
+        info = None
+        if self.where_sql is not None:
+            info = CommitInfo("overwrite", {"mode": "where", "where": self.where_sql})
+        self.publish(merge_messages(self.snapshot_version, messages), info)
 
     def publish(self, written: WrittenFiles, info: CommitInfo | None = None) -> Snapshot | None:
         """Publish ``written`` with one ``__manifest`` commit recording ``info`` (default:
@@ -335,7 +353,7 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
         except NamespaceExistsError:
             pass  # created concurrently: write into it like any existing namespace
     mode = WriteMode.APPEND
-    if overwrite:
+    if overwrite and opts.overwrite_where is None:  # by a condition: APPEND, replacing leaves
         mode = WriteMode.DYNAMIC if opts.dynamic_overwrite else WriteMode.OVERWRITE
     writer = LancePartitionedWriter(opts, 0, new_job_secret(), mode, created_version)
     try:
@@ -347,6 +365,8 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
         if opts.vector_sizes and created_version is None:
             _check_vector_sizes(opts, snapshot, schema)
         check_input_schema(snapshot, schema)
+        if overwrite and opts.overwrite_where is not None:
+            writer.replaces, writer.where_sql = replaced_by(snapshot, opts.overwrite_where)
     except BaseException:
         if created_version is not None:
             writer._drop_created_namespace(manifest)
@@ -356,6 +376,39 @@ def plan_write(opts: SourceOptions, schema: StructType, overwrite: bool) -> Lanc
 
 
 PARTITION_BY_WORDS = "Spark's partitioning (partitionBy / PARTITIONED BY)"
+
+
+def replaced_by(snapshot: Snapshot, where: str) -> tuple[tuple[str, ...], str]:
+    """The leaves an overwrite of the rows matching ``where`` replaces, and ``where`` as
+    Lance SQL. Every row of those leaves must match (their partition values decide it),
+    so that replacing whole leaves replaces exactly the matching rows; a leaf whose rows
+    the partition values do not decide (one of an older spec without the column) is
+    refused, before anything is written."""
+    sql = where_sql(snapshot, where)
+    leaves = []
+    for task in Scan(snapshot, where).plan():
+        if task.filter_sql is not None:
+            raise UnsupportedFeatureError(
+                f"cannot overwrite the rows matching {where!r} in {snapshot.manifest.root!r}: "
+                f"partition {task.partition_values} holds rows that do and rows that do not "
+                "match (its spec does not partition by those columns); use "
+                f"lp.open(root).overwrite(rows, where={where!r}) on the driver"
+            )
+        leaves.append(task.object_id)
+    return tuple(leaves), sql
+
+
+def _matching_only(batches: Iterator[pa.RecordBatch], sql: str) -> Iterator[pa.RecordBatch]:
+    """``batches``, refusing (FilterError) a row outside the condition an overwrite
+    replaces: it would land outside the rows it replaces (Spark's static partition insert
+    never makes one; ``writeTo(t).overwrite(cond)`` may)."""
+    for batch in batches:
+        if batch.num_rows and filter_batch(batch, sql).num_rows != batch.num_rows:
+            raise FilterError(
+                f"a row to write does not match {sql!r}: an overwrite of the rows matching "
+                "a condition writes only rows it would select. Nothing was published"
+            )
+        yield batch
 
 
 def creation_spec(opts: SourceOptions) -> str:

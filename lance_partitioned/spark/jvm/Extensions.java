@@ -21,21 +21,40 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.analysis.AsOfTimestamp;
+import org.apache.spark.sql.catalyst.analysis.AsOfVersion;
+import org.apache.spark.sql.catalyst.analysis.RelationTimeTravel;
+import org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier;
 import org.apache.spark.sql.catalyst.analysis.ResolvedTable;
+import org.apache.spark.sql.catalyst.analysis.TimeTravelSpec;
+import org.apache.spark.sql.catalyst.analysis.TimeTravelSpec$;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
+import org.apache.spark.sql.catalyst.analysis.UnresolvedTableOrView;
 import org.apache.spark.sql.catalyst.plans.logical.AlterTableCommand;
 import org.apache.spark.sql.catalyst.plans.logical.CreateTable;
 import org.apache.spark.sql.catalyst.plans.logical.CreateTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.DeleteFromTable;
+import org.apache.spark.sql.catalyst.plans.logical.DescribeColumn;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.MergeIntoTable;
 import org.apache.spark.sql.catalyst.plans.logical.ReplaceTable;
 import org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect;
+import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias$;
 import org.apache.spark.sql.catalyst.plans.logical.TableSpec;
 import org.apache.spark.sql.catalyst.plans.logical.TableSpecBase;
 import org.apache.spark.sql.catalyst.plans.logical.UnresolvedTableSpec;
+import org.apache.spark.sql.catalyst.plans.logical.UpdateTable;
 import org.apache.spark.sql.catalyst.plans.logical.V2CreateTablePlan;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.connector.catalog.CatalogManager;
+import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TruncatableTable;
@@ -61,6 +80,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonWriteBuilder;
 import org.apache.spark.sql.internal.connector.SupportsMetadata;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation$;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonTable;
 import org.apache.spark.sql.types.StructField;
@@ -101,31 +121,58 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
-        extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new IsolateScans(session);
-            }
-        });
-        extensions.injectPreCBORule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new PruneColumns(session);
-            }
-        });
-        extensions.injectResolutionRule(new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
-            @Override
-            public Rule<LogicalPlan> apply(SparkSession session) {
-                return new PartitioningAsProperty();
-            }
-        });
+        extensions.injectPreCBORule(rule(IsolateScans::new));
+        extensions.injectPreCBORule(rule(PruneColumns::new));
+        extensions.injectResolutionRule(rule(session -> new PartitioningAsProperty()));
         extensions.injectCheckRule(new AbstractFunction1<SparkSession, Function1<LogicalPlan, BoxedUnit>>() {
             @Override
             public Function1<LogicalPlan, BoxedUnit> apply(SparkSession session) {
                 return new RefuseColumnChanges();
             }
         });
+        // A resolution rule, not a check rule: Spark's own checks (SHOW PARTITIONS, an
+        // unknown table HISTORY) fail before the extension's check rules run.
+        extensions.injectResolutionRule(rule(RefuseStatements::new));
+        // The hints batch runs before ResolveRelations, which fails every time travel
+        // on the session catalog.
+        extensions.injectHintResolutionRule(rule(TimeTravel::new));
         return BoxedUnit.UNIT;
+    }
+
+    /** {@code make} as the Scala function of a session that Spark's inject methods take. */
+    static AbstractFunction1<SparkSession, Rule<LogicalPlan>> rule(
+            java.util.function.Function<SparkSession, Rule<LogicalPlan>> make) {
+        return new AbstractFunction1<SparkSession, Rule<LogicalPlan>>() {
+            @Override
+            public Rule<LogicalPlan> apply(SparkSession session) {
+                return make.apply(session);
+            }
+        };
+    }
+
+    /**
+     * {@code plan.transformUp} with {@code rewrite}, which returns a node's replacement, or
+     * null to leave it (Scala's partial function, for Java). {@code rewrite} runs once per
+     * node: defined everywhere, the function leaves a node itself when rewrite gives null.
+     */
+    static LogicalPlan rewriteUp(LogicalPlan plan, java.util.function.Function<LogicalPlan, LogicalPlan> rewrite) {
+        return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+            @Override
+            public boolean isDefinedAt(LogicalPlan node) {
+                return true;
+            }
+
+            @Override
+            public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, Function1<A1, B1> otherwise) {
+                LogicalPlan out = rewrite.apply(node);
+                if (out == null) {
+                    return otherwise.apply(node);
+                }
+                @SuppressWarnings("unchecked")
+                B1 result = (B1) out;
+                return result;
+            }
+        });
     }
 
     /** The optimizer rule: one fresh read-plan slot per relation node. */
@@ -138,22 +185,8 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
         @Override
         public LogicalPlan apply(LogicalPlan plan) {
-            return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
-                @Override
-                public boolean isDefinedAt(LogicalPlan node) {
-                    return pushesFilters(node);
-                }
-
-                @Override
-                public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, Function1<A1, B1> otherwise) {
-                    if (!pushesFilters(node)) {
-                        return otherwise.apply(node);
-                    }
-                    @SuppressWarnings("unchecked")
-                    B1 out = (B1) isolateOrKeep((DataSourceV2Relation) node, session);
-                    return out;
-                }
-            });
+            return rewriteUp(plan, node -> pushesFilters(node)
+                ? isolateOrKeep((DataSourceV2Relation) node, session) : null);
         }
     }
 
@@ -451,11 +484,17 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     static final String PARTITIONING_PROPERTY = "lance_partitioned.partitioning";
     static final String OVERWRITE_MODE = "partitionOverwriteMode";
     static final String OPTION_PREFIX = "option.";
+    /** Option telling Python the relation is a catalog table's (it reads empty before its first write). */
+    static final String CATALOG_TABLE = "__catalogTable";
     static final String CONDITIONAL_OVERWRITE =
-        "lance_partitioned cannot overwrite only the rows matching a condition (INSERT OVERWRITE "
-        + "... PARTITION (...), writeTo(...).overwrite(...)): replace the partitions the new rows "
-        + "touch with SET spark.sql.sources.partitionOverwriteMode=dynamic and INSERT OVERWRITE "
-        + "without PARTITION (or the option partitionOverwriteMode 'dynamic')";
+        "lance_partitioned cannot overwrite only the rows matching this condition (INSERT OVERWRITE "
+        + "... PARTITION (...), writeTo(...).overwrite(...)); it can when the condition is "
+        + "equalities of identity partition columns to values (c = 9 AND s = 'a'), or replace "
+        + "the partitions the new rows touch with SET spark.sql.sources.partitionOverwriteMode="
+        + "dynamic and INSERT OVERWRITE without PARTITION (or the option partitionOverwriteMode "
+        + "'dynamic')";
+    /** Write option: the SQL condition (equalities of identity partition columns) whose rows the write replaces. */
+    static final String OVERWRITE_WHERE = "__overwriteWhere";
 
     /** A {@link BoundTable} of {@code provider}: what {@code DefaultSource.getTable} returns. */
     public static Table bind(PythonDataSourceV2 provider, String name, StructType schema,
@@ -570,10 +609,15 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
     /**
      * The options Python gets from a table's properties: a catalog table's {@code OPTIONS}
-     * are stored as {@code option.<key>} (and win), its location as {@code path}.
+     * are stored as {@code option.<key>} (and win), its location as {@code path}; a catalog
+     * table is marked {@link #CATALOG_TABLE}.
      */
     public static Map<String, String> sourceOptions(Map<String, String> properties) {
         Map<String, String> out = new HashMap<>();
+        if (properties.containsKey(TableCatalog.PROP_PROVIDER)) {
+            // only the session catalog's tables carry their provider among their properties
+            out.put(CATALOG_TABLE, "true");
+        }
         for (Map.Entry<String, String> e : properties.entrySet()) {
             if (!e.getKey().startsWith(OPTION_PREFIX)) {
                 out.put(e.getKey(), "path".equalsIgnoreCase(e.getKey()) ? localPath(e.getValue()) : e.getValue());
@@ -608,6 +652,7 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         private final LogicalWriteInfo info;
         private boolean truncate;
         private boolean dynamic;
+        private String where; // OVERWRITE_WHERE, or null
 
         BoundWriteBuilder(BoundTable table, LogicalWriteInfo info) {
             this.table = table;
@@ -627,14 +672,22 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             return this;
         }
 
+        /** True: {@link #overwrite} refuses what it cannot do with a message of our own. */
         @Override
         public boolean canOverwrite(Predicate[] predicates) {
-            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            return true;
         }
 
+        /**
+         * A static {@code INSERT OVERWRITE t PARTITION (c = 9)} (Spark gives {@code c = 9}),
+         * or {@code writeTo(t).overwrite(cond)}: Python replaces the rows matching the
+         * condition, given as SQL, when it is equalities of identity partition columns.
+         */
         @Override
         public WriteBuilder overwrite(Predicate[] predicates) {
-            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            where = overwriteWhere(predicates, table);
+            truncate = true;
+            return this;
         }
 
         @Override
@@ -654,6 +707,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             if (dynamic) {
                 options.put(OVERWRITE_MODE, "dynamic");
             }
+            if (where != null) {
+                options.put(OVERWRITE_WHERE, where);
+            }
             WriteBuilder inner = new PythonWriteBuilder(table.provider, table.shortName,
                 new WriteInfo(info, new CaseInsensitiveStringMap(options)));
             if (truncate) {
@@ -661,6 +717,56 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             }
             return inner.build();
         }
+    }
+
+    /**
+     * {@code predicates} (ANDed) as SQL, each {@code column = value} on an identity partition
+     * column of {@code table} (a number, a string, a boolean, a date); anything else is refused.
+     */
+    static String overwriteWhere(Predicate[] predicates, BoundTable table) {
+        Set<String> identity = new HashSet<>();
+        for (Transform t : table.partitioning()) {
+            if ("identity".equals(t.name())) {
+                identity.add(term(t).toLowerCase(java.util.Locale.ROOT));
+            }
+        }
+        List<String> terms = new ArrayList<>();
+        for (Predicate p : predicates) {
+            Expression[] args = p.children();
+            boolean equality = "=".equals(p.name()) || "<=>".equals(p.name());
+            if (!equality || args.length != 2 || !(args[0] instanceof NamedReference)
+                    || !(args[1] instanceof Literal)) {
+                throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            }
+            String[] names = ((NamedReference) args[0]).fieldNames();
+            String value = sqlLiteral((Literal<?>) args[1]);
+            if (names.length != 1 || !names[0].matches("[A-Za-z_][A-Za-z0-9_]*")
+                    || !identity.contains(names[0].toLowerCase(java.util.Locale.ROOT)) || value == null) {
+                throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+            }
+            terms.add(names[0] + " = " + value);
+        }
+        if (terms.isEmpty()) {
+            throw new IllegalArgumentException(CONDITIONAL_OVERWRITE);
+        }
+        return String.join(" AND ", terms);
+    }
+
+    /** {@code literal} as SQL (Spark's internal value of its type), or null for other types and null. */
+    static String sqlLiteral(Literal<?> literal) {
+        Object value = literal.value();
+        org.apache.spark.sql.types.DataType type = literal.dataType();
+        if (value == null) {
+            return null;
+        } else if (type instanceof org.apache.spark.sql.types.IntegralType
+                || type instanceof org.apache.spark.sql.types.BooleanType) {
+            return String.valueOf(value);
+        } else if (type instanceof org.apache.spark.sql.types.StringType) {
+            return "'" + value.toString().replace("'", "''") + "'";
+        } else if (type instanceof org.apache.spark.sql.types.DateType) {
+            return "DATE '" + java.time.LocalDate.ofEpochDay(((Number) value).longValue()) + "'";
+        }
+        return null;
     }
 
     /** {@code info} with other options. */
@@ -796,6 +902,233 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             }
             return BoxedUnit.UNIT;
         }
+    }
+
+    /**
+     * Refuses, at analysis, the statements on a {@code lance_partitioned} catalog table that
+     * PySpark 4.3 cannot route to a Python source (row-level writes, partition management),
+     * {@code DESCRIBE HISTORY} (which Spark parses as a column of a table named
+     * {@code HISTORY}), each with the equivalent call on the table's root, and a REPLACE
+     * that would drop the table. Nothing runs, so nothing on disk changes.
+     */
+    public static final class RefuseStatements extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public RefuseStatements(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            plan.foreach(new AbstractFunction1<LogicalPlan, BoxedUnit>() {
+                @Override
+                public BoxedUnit apply(LogicalPlan node) {
+                    String message = refusal(node, session);
+                    if (message != null) {
+                        throw new IllegalArgumentException(message);
+                    }
+                    return BoxedUnit.UNIT;
+                }
+            });
+            return plan;
+        }
+    }
+
+    /** The refusal of {@code node} (see {@link RefuseStatements}), or null. */
+    static String refusal(LogicalPlan node, SparkSession session) {
+        if (node instanceof DeleteFromTable) {
+            return refusal("DELETE FROM", ((DeleteFromTable) node).table(), ".delete(filter)");
+        } else if (node instanceof UpdateTable) {
+            return refusal("UPDATE", ((UpdateTable) node).table(), ".update({\"col\": \"expr\"}, where)");
+        } else if (node instanceof MergeIntoTable) {
+            BoundTable table = boundTable(((MergeIntoTable) node).targetTable());
+            return table == null ? null : "lance_partitioned: MERGE INTO cannot write a "
+                + "lance_partitioned table (PySpark 4.3 has no row-level writes for Python sources): "
+                + "upsert a DataFrame with lps.merge(spark, df, '" + rootOf(table) + "', on=[...])";
+        } else if (node instanceof ShowPartitions) {
+            BoundTable table = boundTable(((ShowPartitions) node).table());
+            return table == null ? null : "lance_partitioned: SHOW PARTITIONS cannot list the "
+                + "partitions of a lance_partitioned table (Spark's partition management does not "
+                + "reach it): use lp.open('" + rootOf(table) + "').partitions()";
+        } else if (node instanceof DescribeColumn) {
+            return describeHistory((DescribeColumn) node, session);
+        } else if (node instanceof ReplaceTable || node instanceof ReplaceTableAsSelect) {
+            return replaceRefusal(node);
+        }
+        return null;
+    }
+
+    /**
+     * {@code REPLACE TABLE} (and {@code writeTo(t).createOrReplace()} / {@code replace()},
+     * {@code mode("overwrite").saveAsTable(t)}) of an existing table, when the old or the new
+     * table is lance_partitioned: Spark would drop the table (a managed one's directory with
+     * it) and then append to whatever namespace is left at the location. Refused before
+     * anything runs; a REPLACE that only creates (no such table yet) goes on.
+     */
+    static String replaceRefusal(LogicalPlan node) {
+        LogicalPlan name = node instanceof ReplaceTable
+            ? ((ReplaceTable) node).name() : ((ReplaceTableAsSelect) node).name();
+        TableSpecBase spec = tableSpec(node);
+        if (!(name instanceof ResolvedIdentifier)
+                || !(((ResolvedIdentifier) name).catalog() instanceof TableCatalog)) {
+            return null;
+        }
+        TableCatalog catalog = (TableCatalog) ((ResolvedIdentifier) name).catalog();
+        Identifier ident = ((ResolvedIdentifier) name).identifier();
+        Table old;
+        try {
+            old = catalog.loadTable(ident);
+        } catch (Exception e) {
+            return null; // no such table: the REPLACE creates it
+        }
+        if (!(old instanceof BoundTable) && (spec == null || !isSource(spec.provider()))) {
+            return null;
+        }
+        return "lance_partitioned: REPLACE TABLE (writeTo(...).createOrReplace() or replace(), "
+            + "mode(\"overwrite\").saveAsTable) would drop the table " + ident + " before writing "
+            + "(a managed table's namespace with it): replace its rows with INSERT OVERWRITE "
+            + ident.name() + " SELECT ... (df.writeTo(\"" + ident.name() + "\").overwritePartitions() "
+            + "replaces the partitions the rows touch); for a new schema or partition spec, "
+            + "DROP TABLE and CREATE TABLE";
+    }
+
+    static String refusal(String statement, LogicalPlan target, String call) {
+        BoundTable table = boundTable(target);
+        return table == null ? null : "lance_partitioned: " + statement + " cannot write a "
+            + "lance_partitioned table (PySpark 4.3 has no row-level writes for Python sources): "
+            + "use lp.open('" + rootOf(table) + "')" + call;
+    }
+
+    /**
+     * {@code DESCRIBE HISTORY t}: Spark parses it as {@code DESCRIBE HISTORY <column t>}; when
+     * no table {@code HISTORY} resolved and {@code t} is a lance_partitioned table, name its
+     * history call instead of Spark's "table HISTORY not found".
+     */
+    static String describeHistory(DescribeColumn node, SparkSession session) {
+        if (!(node.relation() instanceof UnresolvedTableOrView)
+                || !(node.column() instanceof UnresolvedAttribute)) {
+            return null;
+        }
+        List<String> name = CollectionConverters.asJava(
+            ((UnresolvedTableOrView) node.relation()).multipartIdentifier());
+        if (name.size() != 1 || !"history".equalsIgnoreCase(name.get(0))) {
+            return null;
+        }
+        BoundTable table = catalogTable(((UnresolvedAttribute) node.column()).nameParts(), session);
+        return table == null ? null : "lance_partitioned: Spark has no DESCRIBE HISTORY; read the "
+            + "history of a lance_partitioned table with lp.open('" + rootOf(table) + "').history()";
+    }
+
+    /** The BoundTable a resolved relation or table reference reads, or null. */
+    static BoundTable boundTable(LogicalPlan plan) {
+        while (plan instanceof SubqueryAlias) {
+            plan = ((SubqueryAlias) plan).child();
+        }
+        Table table = null;
+        if (plan instanceof DataSourceV2Relation) {
+            table = ((DataSourceV2Relation) plan).table();
+        } else if (plan instanceof ResolvedTable) {
+            table = ((ResolvedTable) plan).table();
+        }
+        return table instanceof BoundTable ? (BoundTable) table : null;
+    }
+
+    /** The namespace root of {@code table}, as the Python source picks it ({@code root}, else {@code path}). */
+    static String rootOf(BoundTable table) {
+        CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(table.bound);
+        String root = options.get("root");
+        return root == null || root.isEmpty() ? options.get("path") : root;
+    }
+
+    /**
+     * The lance_partitioned table of Spark's session catalog that {@code nameParts} names
+     * ({@code t}, {@code db.t}, {@code spark_catalog.db.t}), or null (a temporary view, another
+     * catalog, another provider, no such table).
+     */
+    static BoundTable catalogTable(scala.collection.immutable.Seq<String> nameParts, SparkSession session) {
+        CatalogManager manager = session.sessionState().catalogManager();
+        if (session.sessionState().catalog().isTempView(nameParts)) {
+            return null;
+        }
+        List<String> parts = new ArrayList<>(CollectionConverters.asJava(nameParts));
+        String sessionCatalog = manager.v2SessionCatalog().name();
+        if (parts.size() == 3 && sessionCatalog.equalsIgnoreCase(parts.get(0))) {
+            parts.remove(0);
+        } else if (parts.size() == 1 && sessionCatalog.equalsIgnoreCase(manager.currentCatalog().name())) {
+            parts.addAll(0, java.util.Arrays.asList(manager.currentNamespace()));
+        }
+        if (parts.size() != 2) {
+            return null;
+        }
+        try {
+            Table table = ((TableCatalog) manager.v2SessionCatalog())
+                .loadTable(Identifier.of(new String[] {parts.get(0)}, parts.get(1)));
+            return table instanceof BoundTable ? (BoundTable) table : null;
+        } catch (Exception e) {
+            return null; // not found, or not loadable: Spark reports it as it would
+        }
+    }
+
+    /**
+     * {@code SELECT ... FROM t VERSION AS OF n} / {@code TIMESTAMP AS OF ts} on a
+     * lance_partitioned catalog table, which Spark's session catalog refuses: this hints-batch
+     * rule (it runs before ResolveRelations) resolves it to the table's relation with the read
+     * option {@code version} (a number or a tag), or {@code timestampAsOf} (the instant, ISO 8601
+     * in UTC; Python reads the newest version committed by then). The relation is built here,
+     * not left to ResolveRelations, whose per-query relation cache would give one query's
+     * {@code t} and {@code t VERSION AS OF n} the same relation.
+     */
+    public static final class TimeTravel extends Rule<LogicalPlan> {
+        private final SparkSession session;
+
+        public TimeTravel(SparkSession session) {
+            this.session = session;
+        }
+
+        @Override
+        public LogicalPlan apply(LogicalPlan plan) {
+            return rewriteUp(plan, node -> node instanceof RelationTimeTravel
+                && ((RelationTimeTravel) node).relation() instanceof UnresolvedRelation
+                ? travel((RelationTimeTravel) node, session) : null);
+        }
+    }
+
+    /** Option of the Python source: read the newest version committed at or before an instant. */
+    static final String TIMESTAMP_AS_OF = "timestampAsOf";
+
+    /** {@code node} as a relation of its lance_partitioned table at the version asked, or null. */
+    static LogicalPlan travel(RelationTimeTravel node, SparkSession session) {
+        UnresolvedRelation relation = (UnresolvedRelation) node.relation();
+        if (node.timestamp().isDefined() && !node.timestamp().get().resolved()) {
+            return null; // a timestamp expression Spark has yet to resolve: a later pass
+        }
+        BoundTable table = catalogTable(relation.multipartIdentifier(), session);
+        if (table == null) {
+            return null;
+        }
+        scala.Option<TimeTravelSpec> spec = TimeTravelSpec$.MODULE$.create(
+            node.timestamp(), node.version(), session.sessionState().conf().sessionLocalTimeZone());
+        Map<String, String> options = new HashMap<>(relation.options().asCaseSensitiveMap());
+        if (spec.get() instanceof AsOfVersion) {
+            options.put("version", ((AsOfVersion) spec.get()).version());
+        } else {
+            long micros = ((AsOfTimestamp) spec.get()).timestamp();
+            java.time.Instant instant = java.time.Instant.EPOCH.plus(micros, java.time.temporal.ChronoUnit.MICROS);
+            options.put(TIMESTAMP_AS_OF, instant.atOffset(java.time.ZoneOffset.UTC).toString());
+        }
+        CatalogManager manager = session.sessionState().catalogManager();
+        List<String> parts = CollectionConverters.asJava(relation.multipartIdentifier());
+        Identifier ident = Identifier.of(
+            parts.size() == 1 ? manager.currentNamespace() : new String[] {parts.get(parts.size() - 2)},
+            parts.get(parts.size() - 1));
+        DataSourceV2Relation resolved = DataSourceV2Relation$.MODULE$.create(table,
+            scala.Option.apply(manager.v2SessionCatalog()), scala.Option.apply(ident),
+            new CaseInsensitiveStringMap(options), scala.Option.empty());
+        List<String> alias = new ArrayList<>();
+        alias.add(manager.v2SessionCatalog().name());
+        alias.addAll(java.util.Arrays.asList(ident.namespace()));
+        alias.add(ident.name());
+        return SubqueryAlias$.MODULE$.apply(CollectionConverters.asScala(alias).toSeq(), resolved);
     }
 
     /** PySpark's scan builder, building scans that report {@code size}. */
