@@ -100,7 +100,7 @@ def leave_crashed_compactions(ns: lp.PartitionedNamespace) -> None:
         stage_leaf(uri, leaf.read_version, CompactFiles(), "crashed", opts)
 
 
-def _counts(report) -> tuple:  # type: ignore[no-untyped-def]
+def counts(report) -> tuple:  # type: ignore[no-untyped-def]
     """What a report counts, but bytes: manifest files differ in size between namespaces
     (random object ids)."""
     return (
@@ -113,7 +113,7 @@ def _counts(report) -> tuple:  # type: ignore[no-untyped-def]
     )
 
 
-def _leaf_versions(ns: lp.PartitionedNamespace) -> dict[tuple, int]:
+def leaf_versions(ns: lp.PartitionedNamespace) -> dict[tuple, int]:
     """Versions of every leaf's Lance dataset, as Lance lists them."""
     snap = Snapshot.load(ns.manifest)
     return {leaf.values: len(leaf_dataset(ns, snap, leaf).versions()) for leaf in snap.leaves()}
@@ -128,14 +128,14 @@ def check_cleanup_and_vacuum(spark, roots: Sequence[str], opts: Options) -> None
         leave_crashed_compactions(ns)
     vacuumed = lps.vacuum(spark, a.root, older_than=dt.timedelta(0), storage_options=opts)
     single = b.vacuum(older_than=dt.timedelta(0))
-    assert _counts(vacuumed) == _counts(single)
+    assert counts(vacuumed) == counts(single)
     assert vacuumed.leaves_healed == 5 and vacuumed.files_removed > 0
     cleaned = lps.cleanup(spark, a.root, older_than=dt.timedelta(0), storage_options=opts)
     single = b.cleanup(older_than=dt.timedelta(0))
-    assert _counts(cleaned) == _counts(single)
+    assert counts(cleaned) == counts(single)
     assert cleaned.manifest_versions_removed > 0 and cleaned.leaf_versions_removed > 0
     # the published version, and the healing restore above it (the latest is never removed)
-    assert _leaf_versions(a) == _leaf_versions(b) == dict.fromkeys(_leaf_versions(b), 2)
+    assert leaf_versions(a) == leaf_versions(b) == dict.fromkeys(leaf_versions(b), 2)
     for ns in (a, b):
         ns.refresh()
         assert len(ns.versions()) == 1

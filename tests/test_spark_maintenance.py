@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+import time
 
 import pytest
 from maintenance_checks import (
@@ -24,9 +25,12 @@ from maintenance_checks import (
     check_compact,
     check_index,
     check_rewrite_partitions,
+    counts,
     expected,
     fragments,
     leaf_dataset,
+    leaf_versions,
+    leave_crashed_compactions,
 )
 
 import lance_partitioned as lp
@@ -136,3 +140,41 @@ def test_rewrite_partitions_on_spark_equals_the_single_machine_call(spark, store
 
 def test_create_and_optimize_index_on_spark_equal_the_single_machine_calls(spark, store):
     check_index(spark, _roots(store), _opts(store))
+
+
+@pytest.fixture
+def driver_zone(monkeypatch):
+    """Sets the time zone of this process (the driver) only: Spark's Python workers keep
+    the one they started in. Restored at the end."""
+
+    def to(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+
+    yield to
+    monkeypatch.undo()
+    time.tzset()
+
+
+# POSIX names: Etc/GMT-10 is ten hours *ahead* of UTC
+@pytest.mark.parametrize("zone", ["Etc/GMT-10", "Etc/GMT+10"])
+def test_vacuum_on_spark_keeps_its_cutoff_when_the_driver_is_in_another_time_zone(
+    spark, tmp_path, driver_zone, zone
+):
+    driver_zone(zone)
+    a, b = (build(str(tmp_path / n), None) for n in ("a", "b"))
+    for ns in (a, b):
+        leave_crashed_compactions(ns)  # seconds ago
+    versions = leaf_versions(a)
+    # an hour's grace keeps what is seconds old, whatever the executors' clocks read
+    young = lps.vacuum(spark, a.root, older_than=dt.timedelta(hours=1))
+    assert counts(young) == counts(b.vacuum(older_than=dt.timedelta(hours=1)))
+    assert (young.leaves_healed, young.files_removed) == (0, 0)
+    assert leaf_versions(a) == versions
+    # and no grace removes it
+    now = lps.vacuum(spark, a.root, older_than=dt.timedelta(0))
+    assert counts(now) == counts(b.vacuum(older_than=dt.timedelta(0)))
+    assert now.leaves_healed == 5 and now.files_removed > 0
+    for ns in (a, b):
+        assert ns.to_arrow().sort_by("id").equals(expected())
+        assert ns.validate() == []
