@@ -143,7 +143,7 @@ def check_cleanup_and_vacuum(spark, roots: Sequence[str], opts: Options) -> None
         assert ns.validate() == []
 
 
-def _layout(ns: lp.PartitionedNamespace) -> list[tuple]:
+def layout(ns: lp.PartitionedNamespace) -> list[tuple]:
     """(spec id, partition values, rows) of every partition, as Lance counts its rows."""
     snap = Snapshot.load(ns.manifest)
     return sorted(
@@ -174,8 +174,8 @@ def check_rewrite_partitions(spark, roots: Sequence[str], opts: Options) -> None
     # the rows of the old partitions the filter may match (NULL <> 'CN' is not true)
     old = pa.concat_tables(source())
     assert result.rows == pc.sum(pc.not_equal(old["country"], "CN")).as_py()
-    assert _layout(a) == _layout(b)
-    assert {s for s, values, _ in _layout(a) if values in {("CN",), ("None",)}} == {1}
+    assert layout(a) == layout(b)
+    assert {s for s, values, _ in layout(a) if values in {("CN",), ("None",)}} == {1}
     everything = pa.concat_tables([old, make_events(40, start_id=APPENDS * ROWS)])
     for ns in pair:
         assert ns.to_arrow().sort_by("id").equals(everything.sort_by("id"))
@@ -184,7 +184,7 @@ def check_rewrite_partitions(spark, roots: Sequence[str], opts: Options) -> None
     assert (nothing.version, nothing.rows) == (a.version, 0)
 
 
-def _vectors(n: int, seed: int) -> pa.Table:
+def vectors(n: int, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     flat = rng.standard_normal(n * 8).astype(np.float32)
     return pa.table(
@@ -221,10 +221,10 @@ def check_index(spark, roots: Sequence[str], opts: Options) -> None:  # type: ig
     """``lps.create_index`` then ``lps.optimize_indexes`` (after an append) against the
     single-machine calls: one commit each, the same reports, and every row covered by
     Lance's index in every partition."""
-    schema = _vectors(1, 0).schema
+    schema = vectors(1, 0).schema
     pair = [lp.create(root, schema, "tenant", storage_options=opts) for root in roots]
     for ns in pair:
-        ns.append(_vectors(600, 1))
+        ns.append(vectors(600, 1))
     a, b = pair
     params = {"num_partitions": 2, "metric": "l2", "min_rows": 100}
     before = a.version
@@ -239,7 +239,7 @@ def check_index(spark, roots: Sequence[str], opts: Options) -> None:  # type: ig
     assert _coverage(a) == _coverage(b) == [("emb_ivf_flat", 3, 3, 600, 600)]
     assert _lance_coverage(a) == _lance_coverage(b) == {("t0",): 200, ("t1",): 200, ("t2",): 200}
     for ns in pair:
-        ns.append(_vectors(300, 2))
+        ns.append(vectors(300, 2))
     optimized = lps.optimize_indexes(spark, a.root, storage_options=opts)
     assert len(optimized.partitions) == len(b.optimize_indexes().partitions) == 3
     a.refresh()

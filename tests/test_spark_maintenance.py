@@ -28,21 +28,25 @@ from maintenance_checks import (
     counts,
     expected,
     fragments,
+    layout,
     leaf_dataset,
     leaf_versions,
     leave_crashed_compactions,
+    vectors,
 )
 
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import DistributedTaskError, InvalidArgumentError
 from lance_partitioned.operations.maintain import maintenance
+from lance_partitioned.search import build as index_build
 
 pytest.importorskip("pyspark")
 
 from pyspark import cloudpickle  # noqa: E402
 
 from lance_partitioned import spark as lps  # noqa: E402
+from lance_partitioned.spark import maintenance as spark_maintenance  # noqa: E402
 
 
 def _opts(store) -> dict[str, str] | None:
@@ -76,6 +80,26 @@ def _kill_mid_task(work, txn, opts):
     """Stages a leaf for real, then the task's Python worker dies (no rollback) on FR."""
     staged = REAL_STAGE(work, txn, opts)
     if work.leaf.values == ("FR",):
+        os._exit(3)
+    return staged
+
+
+REAL_COPY = spark_maintenance._copy_task
+REAL_INDEX_STAGE = index_build.stage_at_published
+
+
+def _copy_then_die(leaves, **job):
+    """Copies its partitions' rows for real (the files are written), then the task's
+    Python worker dies before it returns them."""
+    list(REAL_COPY(leaves, **job))
+    os._exit(3)
+
+
+def _index_then_die(work, txn, opts):
+    """Builds and stages a partition's index for real, then the task's Python worker dies
+    (no rollback) on partition t1 (with the other partitions' builds, on its threads)."""
+    staged = REAL_INDEX_STAGE(work, txn, opts)
+    if work.leaf.values == ("t1",):
         os._exit(3)
     return staged
 
@@ -178,3 +202,69 @@ def test_vacuum_on_spark_keeps_its_cutoff_when_the_driver_is_in_another_time_zon
     for ns in (a, b):
         assert ns.to_arrow().sort_by("id").equals(expected())
         assert ns.validate() == []
+
+
+def test_a_killed_rewrite_task_publishes_nothing_and_vacuum_removes_its_files(
+    spark, store, monkeypatch
+):
+    opts = _opts(store)
+    ns = build(store.root("ns"), opts)
+    ns.evolve_spec("year(event_date), country")
+    version, before, names = ns.version, layout(ns), store.listdir(ns.root)
+    monkeypatch.setattr(spark_maintenance, "_copy_task", _copy_then_die)
+    with pytest.raises(DistributedTaskError, match="nothing was published"):
+        lps.rewrite_partitions(spark, ns.root, storage_options=opts, tasks=1)
+    monkeypatch.undo()
+    ns.refresh()
+    assert (ns.version, layout(ns)) == (version, before)
+    assert ns.to_arrow().sort_by("id").equals(expected())
+    assert len(store.listdir(ns.root)) > len(names)  # the partitions the tasks wrote
+    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), storage_options=opts)
+    assert store.listdir(ns.root) == names
+    assert ns.validate() == []
+    moved = lps.rewrite_partitions(spark, ns.root, storage_options=opts)  # and it runs again
+    assert moved.rows == expected().num_rows
+
+
+def _index_dirs(ns: lp.PartitionedNamespace, store) -> set[str]:
+    """The index segments (``<leaf>/_indices/<uuid>/``) the store lists under the root."""
+    return {k.split("/")[2] for k in store.tree(ns.root) if k.split("/")[1:2] == ["_indices"]}
+
+
+def _published_segments(ns: lp.PartitionedNamespace) -> set[str]:
+    """The index segments the published version of every partition holds, as Lance reads them."""
+    snap = Snapshot.load(ns.manifest)
+    return {
+        str(segment.uuid)
+        for leaf in snap.leaves()
+        for index in leaf_dataset(ns, snap, leaf, version=leaf.read_version).describe_indices()
+        for segment in index.segments
+    }
+
+
+def test_a_killed_index_task_publishes_nothing_ever_and_vacuum_removes_its_files(
+    spark, store, monkeypatch
+):
+    opts = _opts(store)
+    ns = lp.create(store.root("ns"), vectors(1, 0).schema, "tenant", storage_options=opts)
+    ns.append(vectors(300, 1))
+    published = fragments(ns)
+    monkeypatch.setattr(index_build, "stage_at_published", _index_then_die)
+    params = {"num_partitions": 2, "min_rows": 10}
+    with pytest.raises(DistributedTaskError, match="nothing was published"):
+        lps.create_index(spark, ns.root, "emb", "IVF_FLAT", metric="l2", storage_options=opts,
+                         tasks=1, **params)  # fmt: skip
+    monkeypatch.undo()
+    ns.refresh()
+    assert ns.list_indexes() == [] and fragments(ns) == published
+    stray = _index_dirs(ns, store)
+    assert stray  # the partition t1's index at least, staged before its task died
+    # a retry with other parameters builds every partition's index anew
+    retry = lps.create_index(
+        spark, ns.root, "emb", "IVF_FLAT", metric="cosine", storage_options=opts, **params
+    )
+    assert len(retry.partitions) == 3
+    assert len(_published_segments(ns)) == 3 and not _published_segments(ns) & stray
+    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), storage_options=opts)
+    assert _index_dirs(ns, store) == _published_segments(ns)
+    assert ns.validate() == []
