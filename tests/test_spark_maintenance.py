@@ -7,8 +7,10 @@ Python workers started before the test set its AWS environment).
 The comparisons and their oracles live in ``maintenance_checks`` (the standalone-cluster
 test runs them too): the rows come from the source tables (sorted with pyarrow), the
 fragment counts and index coverage from Lance's own datasets, and both namespaces must
-pass ``validate``. A task that fails (raising, or its process killed) publishes nothing,
-and ``vacuum`` leaves the leaves as they were.
+pass ``validate``. A task that fails (a compaction raising, or the process of a
+compaction, partition rewrite or index build task killed) publishes nothing, a retry
+never builds on what it left, and ``vacuum`` leaves the leaves as they were. The
+retention cutoff means the same moment on executors in another time zone.
 """
 
 from __future__ import annotations
