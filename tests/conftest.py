@@ -16,6 +16,10 @@ from s3_support import Store
 from demo import tpch
 from demo.s3_server import MotoServer
 
+# the comparisons test_spark_maintenance.py and the cluster test share: their asserts
+# explain themselves when they fail
+pytest.register_assert_rewrite("maintenance_checks")
+
 TPCH_SF = float(os.environ.get("LP_TEST_TPCH_SF", "0.01"))
 
 

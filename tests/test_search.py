@@ -485,6 +485,31 @@ def test_a_build_failing_halfway_publishes_nothing_and_vacuum_leaves_nothing(ns,
     assert lp.open(ns.root).count() == 2000
 
 
+def test_a_compaction_never_publishes_the_index_of_a_build_that_died(ns, parts):
+    """A build that staged a partition's index and died before publishing (its process
+    killed) leaves that unpublished index as the partition's latest Lance version. The
+    next change to the partition (a compaction: it stages on the latest version when that
+    holds the published content) must restore the published version under it."""
+    from lance_partitioned.catalog.snapshot import Snapshot
+    from lance_partitioned.operations.txn.staging import stage_leaf
+    from lance_partitioned.search.definitions import make_definition
+
+    ns.append(parts.set_column(0, "id", pa.compute.add(parts["id"], 10_000)))  # 2 fragments
+    snap = Snapshot.load(ns.manifest)
+    params = {"num_partitions": 2, "min_rows": 10}
+    d = make_definition(snap.schema, "emb", "IVF_FLAT", None, None, params)
+    leaf = snap.leaves()[0]
+    uri = snap.leaf_uri(leaf.location)
+    stage_leaf(uri, leaf.read_version, build.BuildIndexes([d], leaf.object_id), "died")
+    assert [i.name for i in lance.dataset(uri).describe_indices()] == ["emb_ivf_flat"]
+    assert ns.compact().leaves_compacted == len(snap.leaves())
+    after = Snapshot.load(lp.open(ns.root).manifest)
+    for published in after.leaves():
+        assert after.open_leaf(published).describe_indices() == []
+    assert lp.open(ns.root).list_indexes() == []
+    assert lp.open(ns.root).count() == 2 * parts.num_rows
+
+
 # -- GPU (optional) -----------------------------------------------------------------
 def test_accelerator_cuda_trains_ivf_on_the_gpu(ns):
     torch = pytest.importorskip("torch")

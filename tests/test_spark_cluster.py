@@ -7,9 +7,12 @@ a master and two workers (1 core, 1 GiB each) with ``bin/spark-class`` from the
 pyspark package, runs a write and reads with executors in their own JVMs, a merge and a compaction
 (``lps.compact`` against ``ns.compact`` on a copy), then on
 S3 (credentials only as ``storage.<key>`` options: the cluster's processes have no
-AWS environment) a write, a pruned read and a storage partitioned join, and the
-TPC-H pipeline of ``make demo``; then it stops everything it started by process
-group. Order relative to other tests does not matter: nothing is shared but the
+AWS environment) a write, a pruned read and a storage partitioned join; then the
+other distributed maintenance calls (``lps.create_index`` + ``lps.optimize_indexes``,
+``lps.rewrite_partitions``, ``lps.vacuum`` + ``lps.cleanup``) against the
+single-machine calls, on local disk and on S3 (``maintenance_checks``, the comparisons
+of ``test_spark_maintenance.py``), and the TPC-H pipeline of ``make demo``; then it
+stops everything it started by process group. Order relative to other tests does not matter: nothing is shared but the
 installed package and the S3 server's endpoint.
 """
 
@@ -62,6 +65,10 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     assert compacted["compacted"] == compacted["single"] and compacted["compacted"][0] > 0
     assert compacted["fewer_fragments"] and compacted["fragments_equal"]
     assert compacted["rows_equal"] and compacted["problems"] == []
+    # the other maintenance calls by the executors equal the single-machine calls, on local
+    # disk and on S3 (the comparisons of test_spark_maintenance.py)
+    ok = dict.fromkeys(["index", "rewrite_partitions", "cleanup_and_vacuum"], "ok")
+    assert result["maintenance"] == {"local": ok, "s3": ok}
     # on S3, through the executors, with storage.<key> options only
     s3 = result["s3"]
     assert s3["executor_aws_env"] == []
@@ -304,23 +311,43 @@ def run_merge(spark, root: str, data) -> dict:
     }
 
 
+def run_maintenance(spark, base: str, opts: dict[str, str] | None) -> dict:
+    """The comparisons of ``test_spark_maintenance.py`` (``maintenance_checks``) with the
+    cluster's executors doing the work, under ``base``: per check "ok" or its traceback."""
+    import traceback
+
+    import maintenance_checks as checks
+
+    out = {}
+    for check in (
+        checks.check_index,
+        checks.check_rewrite_partitions,
+        checks.check_cleanup_and_vacuum,
+    ):
+        name = check.__name__.removeprefix("check_")
+        try:
+            check(spark, (f"{base}/{name}-a", f"{base}/{name}-b"), opts)
+            out[name] = "ok"
+        except Exception:
+            out[name] = traceback.format_exc()
+    return out
+
+
 def run_compact(spark, root: str, workdir: str) -> dict:
     """``lps.compact`` on the cluster (the merge left small fragments) against
     ``ns.compact`` on a copy of the namespace: the same rows, fragments and report."""
     import shutil
 
+    from maintenance_checks import fragments as of
+
     import lance_partitioned as lp
     from lance_partitioned import spark as lps
-    from lance_partitioned.catalog.snapshot import Snapshot
 
     copy = os.path.join(workdir, "events-copy")
     shutil.copytree(root, copy)
 
-    def fragments(path: str) -> list:
-        snap = Snapshot.load(lp.open(path).manifest)
-        return sorted(
-            (str(leaf.values), len(snap.open_leaf(leaf).get_fragments())) for leaf in snap.leaves()
-        )
+    def fragments(path: str) -> dict:
+        return of(lp.open(path))
 
     def rows(path: str) -> list:
         return lp.open(path).to_arrow().sort_by("id").to_pylist()
@@ -331,7 +358,7 @@ def run_compact(spark, root: str, workdir: str) -> dict:
     return {
         "compacted": (spark_report.leaves_compacted, spark_report.fragments_rewritten),
         "single": (single.leaves_compacted, single.fragments_rewritten),
-        "fewer_fragments": sum(n for _, n in fragments(root)) < sum(n for _, n in before),
+        "fewer_fragments": sum(fragments(root).values()) < sum(before.values()),
         "fragments_equal": fragments(root) == fragments(copy),
         "rows_equal": rows(root) == rows(copy),
         "problems": lp.open(root).validate() + lp.open(copy).validate(),
@@ -348,6 +375,8 @@ def run(workdir: str, endpoint: str) -> dict:
     tests_dir = os.path.dirname(os.path.abspath(__file__))
     sys.path[:0] = [tests_dir, os.path.dirname(tests_dir)]
     from conftest import make_events
+
+    from demo.s3_server import options_for
 
     cluster = Cluster(workdir)
     spark = None
@@ -415,11 +444,14 @@ def run(workdir: str, endpoint: str) -> dict:
         result["merge"] = run_merge(spark, root, data)
         result["compact"] = run_compact(spark, root, workdir)
         result["s3"] = run_s3(spark, endpoint, workdir)
+        result["maintenance"] = {
+            "local": run_maintenance(spark, os.path.join(workdir, "maintenance"), None),
+            "s3": run_maintenance(spark, "s3://lp-cluster/maintenance", options_for(endpoint)),
+        }
         lps.stop_session(spark)
         spark = None
         # the TPC-H pipeline of `make demo STORAGE=s3`, on the cluster
         from demo import pipeline
-        from demo.s3_server import options_for
 
         result["pipeline"] = pipeline.run(
             0.01,

@@ -98,6 +98,12 @@ def _now() -> dt.datetime:
     return dt.datetime.now()  # Lance version timestamps are naive local time
 
 
+def _local(moment: dt.datetime) -> dt.datetime:
+    """``moment`` as this process's naive local time, what Lance's version timestamps are
+    (a naive ``moment`` is taken to be local already)."""
+    return moment.astimezone().replace(tzinfo=None)
+
+
 def check_retention(older_than: Any, what: str) -> dt.timedelta:
     """``older_than`` if it is a ``datetime.timedelta`` of zero or more, else RetentionError.
 
@@ -254,6 +260,8 @@ class LeafSweep:
     uri: str
     keep: set[int]
     current: int | None  # the read_version the latest __manifest version publishes
+    # an aware moment: a process in another time zone than the caller's (a Spark executor)
+    # reads it in its own before comparing Lance's naive local timestamps with it
     cutoff: dt.datetime
     heal: bool
 
@@ -268,13 +276,14 @@ def sweep_leaf(sweep: LeafSweep, opts: dict[str, str] | None) -> MaintenanceRepo
     no version references; best effort: a leaf that fails is reported skipped and the
     next run retries it."""
     report = MaintenanceReport()
+    cutoff = _local(sweep.cutoff)
     try:
         current = sweep.current
-        if sweep.heal and current is not None and _heal(sweep.uri, current, sweep.cutoff, opts):
+        if sweep.heal and current is not None and _heal(sweep.uri, current, cutoff, opts):
             report.leaves_healed += 1
-        _remove_leaf_versions(sweep.uri, sweep.keep, sweep.cutoff, opts, report)
+        _remove_leaf_versions(sweep.uri, sweep.keep, cutoff, opts, report)
         if sweep.heal:
-            _sweep_orphan_files(sweep.uri, sweep.cutoff, opts, report)
+            _sweep_orphan_files(sweep.uri, cutoff, opts, report)
     except Exception as exc:
         if not is_commit_conflict(exc):
             log.warning("maintenance skipped leaf %s: %s", sweep.location, exc)
@@ -293,8 +302,9 @@ def _sweep_leaves(
     """Heal (optionally) and drop unreferenced old versions of every referenced leaf,
     each by ``sweep_leaf``: in this process, or where ``sweep_many`` runs them."""
     refs, current = leaf_references(manifest)
+    moment = cutoff.astimezone()  # the cutoff is this process's naive local time
     sweeps = [
-        LeafSweep(loc, join_uri(manifest.root, loc), keep, current.get(loc), cutoff, heal)
+        LeafSweep(loc, join_uri(manifest.root, loc), keep, current.get(loc), moment, heal)
         for loc, keep in sorted(refs.items())
     ]
     progress.start(len(sweeps))

@@ -52,8 +52,15 @@ TXN_PROPERTY = "lp.txn"
 
 
 def fragment_signature(ds: lance.LanceDataset) -> list[tuple[Any, ...]]:
-    """What a version holds: fragment ids, data files and deletion files, plus the schema."""
-    sig: list[tuple[Any, ...]] = [("schema", ds.schema.to_string(show_schema_metadata=False))]
+    """What a version holds: fragment ids, data files and deletion files, plus the schema
+    and the index segments (an index build's unpublished version differs from the
+    published one in these alone: built on, it would publish an index the namespace
+    never decided on)."""
+    segments = sorted((d.name, str(s.uuid)) for d in ds.describe_indices() for s in d.segments)
+    sig: list[tuple[Any, ...]] = [
+        ("schema", ds.schema.to_string(show_schema_metadata=False)),
+        ("indices", tuple(segments)),
+    ]
     for frag in ds.get_fragments():
         md = frag.metadata
         dfile = md.deletion_file
