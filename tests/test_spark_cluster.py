@@ -56,6 +56,10 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     assert result["written"] == result["expected"] == result["read"]
     assert result["filtered"] == result["filtered_expected"] > 0
     assert result["partitions_scanned"] < result["partitions_total"]
+    # the executors read column batches (the jar in spark.jars), the same rows
+    columnar = result["columnar"]
+    assert columnar["plan"] and columnar["rows"] == result["expected"]
+    assert columnar["sum"] == pytest.approx(columnar["expected_sum"], rel=1e-9)
     # a merge run by the executors: the rows equal the Python oracle's
     merged = result["merge"]
     assert (merged["updated"], merged["inserted"]) == (50, 30)
@@ -366,10 +370,12 @@ def run_compact(spark, root: str, workdir: str) -> dict:
 
 
 def run(workdir: str, endpoint: str) -> dict:
+    import pyarrow.compute as pc
     from pyspark.sql import SparkSession
 
     import lance_partitioned as lp
     from lance_partitioned import spark as lps
+    from lance_partitioned.spark.extension import extension_jar
 
     # run as a script: conftest (tests/) imports the repository's demo package
     tests_dir = os.path.dirname(os.path.abspath(__file__))
@@ -397,6 +403,8 @@ def run(workdir: str, endpoint: str) -> dict:
             .config("spark.ui.enabled", "false")
             # the extension pushFilters needs (each scan its own read plan)
             .config(map=lps.extension_conf())
+            # ... and on the executors, for its column-batch reader
+            .config("spark.jars", str(extension_jar()))
             .getOrCreate()
         )
         lps.register(spark)
@@ -440,6 +448,15 @@ def run(workdir: str, endpoint: str) -> dict:
             "filtered_expected": ns.count(cond),
             "partitions_scanned": entry["partitions_scanned"],
             "partitions_total": entry["partitions_total"],
+        }
+        whole = spark.read.format("lance_partitioned").load(root)
+        totals = whole.selectExpr("sum(amount) AS s", "count(*) AS n")
+        got = totals.collect()[0]
+        result["columnar"] = {
+            "plan": "ColumnarToRow" in totals._jdf.queryExecution().executedPlan().toString(),
+            "sum": got["s"],
+            "rows": got["n"],
+            "expected_sum": pc.sum(data["amount"]).as_py(),
         }
         result["merge"] = run_merge(spark, root, data)
         result["compact"] = run_compact(spark, root, workdir)
