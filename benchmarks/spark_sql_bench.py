@@ -147,6 +147,9 @@ def create_views(
 
     ``floor``: table name -> its floor directory (``floor_source``), for the "floor" variant.
     """
+    # "rows" variants: the extension hands batches over as PySpark does, row by row (the
+    # conf is read when the query is planned, right after its views are made)
+    spark.conf.set(COLUMNAR_CONF, "false" if variant.endswith("rows") else "auto")
     views = {}
     for table in tables:
         name = views[table] = f"{table}_{variant}"
@@ -221,8 +224,6 @@ def run_query(
 ) -> tuple[list, float, float]:
     """(rows, seconds of the query, seconds creating its views): fresh views, then collect."""
     start = time.perf_counter()
-    # "rows" variants: the extension hands batches over as PySpark does, row by row
-    spark.conf.set(COLUMNAR_CONF, "false" if variant.endswith("rows") else "auto")
     views = create_views(spark, variant, tables_of(number), parquet, roots, floor=floor)
     created = time.perf_counter()
     rows = spark.sql(query_text(number, variant, views, sf)).collect()

@@ -162,6 +162,8 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         # every query's answer on both kinds of views equalled Spark on Parquet's
         assert "all equal" in text and "**WRONG**" not in text
         assert all(f"| Q{n} |" in text for n in (3, 6, 15, 22))
+        # the column batches measured against PySpark's row reader, answers equal too
+        assert "ours, default options, PySpark's row hand-off" in text
         assert "## Profile of the slowest queries" in text
         # the floor variant ran (answers equal too) and so did the decimal micro-benchmark
         assert "## The floor" in text and "| floor, float64 |" in text
