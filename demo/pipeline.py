@@ -77,10 +77,10 @@ WHY: dict[str, str] = {
     "Q1": "nearly every row is read, and each crosses from a Python worker to the JVM, "
     "which Parquet's JVM reader does not pay; for whole-table reads "
     "lps.read_arrow(spark, root, columns=[...]) is faster (full scan 4.5 s vs 6.6 s, Parquet 2.5 s)",
-    "Q6": "pushFilters 'true' (on in these views) prunes it to 1994's partitions and runs its "
+    "Q6": "pushFilters (on by default) prunes it to 1994's partitions and runs its "
     "filters in Lance (without it 7.2 s vs 0.9 s); left: planning each scan in a Python worker",
     "Q12": "its dates are on l_receiptdate, not the partition column l_shipdate, so nothing is "
-    "pruned; pushFilters 'true' (on) filters in Lance (3.5 s vs 5.1 s without, Parquet 3.7 s)",
+    "pruned; pushFilters (on by default) filters in Lance (3.5 s vs 5.1 s without, Parquet 3.7 s)",
 }
 WHY_SOURCE = "SF 1 figures: benchmarks/results/spark.md, benchmarks/results/spark_sql.md"
 
@@ -105,11 +105,12 @@ def create_views(
 ) -> None:
     """``CREATE OR REPLACE TEMPORARY VIEW <table><suffix> USING lance_partitioned`` per namespace.
 
-    With ``push_filters`` the views prune by each scan's filters (in a session with
-    the extension ``local_session`` loads; see ``lance_partitioned.spark.extension``).
+    With ``push_filters`` (the source's default) the views prune by each scan's filters
+    (in a session with the extension ``local_session`` loads; see
+    ``lance_partitioned.spark.extension``); without it they say ``pushFilters 'false'``.
     """
     for table, root in roots.items():
-        opts = f"root '{root}', pushFilters '{str(push_filters).lower()}'"
+        opts = f"root '{root}'" + ("" if push_filters else ", pushFilters 'false'")
         if scan_log:
             opts += f", scanLog '{scan_log}'"
         for key, value in spark_storage_options(storage_options).items():
@@ -428,7 +429,7 @@ def next_commands(roots: dict[str, str], python: str = sys.executable) -> list[s
     """Three shell commands to try on the demo's namespaces, run from the current directory.
 
     The CLI's ``describe`` of lineitem, a Python scan of one month showing its
-    pruning, and a Spark SQL query on a view with ``pushFilters``.
+    pruning, and a Spark SQL query on a view (its filters pushed into Lance by default).
     """
     py = _here(python)
     cli = os.path.join(os.path.dirname(python), "lance-partitioned")
@@ -442,7 +443,7 @@ def next_commands(roots: dict[str, str], python: str = sys.executable) -> list[s
     sql = (
         "from lance_partitioned import spark as lps; s = lps.local_session(); "
         's.sql("CREATE TEMPORARY VIEW lineitem USING lance_partitioned '
-        f"OPTIONS (root '{lineitem}', pushFilters 'true')\"); "
+        f"OPTIONS (root '{lineitem}')\"); "
         f's.sql("{SPARK_SQL_EXAMPLE}").show(); lps.stop_session(s)'
     )
     return [

@@ -64,6 +64,11 @@ def read(path: str, columns: Sequence[str] | None = None) -> pa.Table:
     return table.cast(normalize_schema(table.schema))
 
 
+def table_schema(path: str) -> pa.Schema:
+    """The normalised schema of a generated table (``read``'s and ``batches``' schema)."""
+    return normalize_schema(pq.ParquetFile(path).schema_arrow)
+
+
 def batches(path: str, batch_size: int = 1 << 17):
     """Stream a generated table as normalised record batches (for larger-than-memory writes)."""
     pf = pq.ParquetFile(path)

@@ -121,10 +121,12 @@ def test_tpch_q6_without_pushdown_also_matches(spark, tpch_ns):
     assert got == spark.sql(pipeline.query("Q6", "lineitem_parquet")).collect()
 
 
-def test_pushdown_shows_in_explain_and_prunes_partitions(spark, tpch_ns, tmp_path):
+def test_pushdown_is_on_by_default_shows_in_explain_and_prunes_partitions(
+    spark, tpch_ns, tmp_path
+):
     roots, _ = tpch_ns
     log = str(tmp_path / "scans.jsonl")
-    df = load(spark, roots["lineitem"], pushFilters="true", scanLog=log).where(
+    df = load(spark, roots["lineitem"], scanLog=log).where(  # no pushFilters option: on
         "l_shipdate >= date'1994-01-01' AND l_shipdate < date'1995-01-01' AND l_quantity < 24"
     )
     plan = spark._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "formatted")
@@ -146,6 +148,18 @@ def test_pushdown_shows_in_explain_and_prunes_partitions(spark, tpch_ns, tmp_pat
         spark, roots["lineitem"], "l_shipdate >= '1994-01-01' AND l_shipdate < '1995-01-01'"
     )
     assert (info["partitions_scanned"], info["partitions_total"]) == (12, total)
+
+
+def test_push_filters_false_leaves_every_filter_to_spark(spark, tpch_ns, tmp_path):
+    roots, _ = tpch_ns
+    log = str(tmp_path / "scans.jsonl")
+    cond = "l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01'"
+    df = load(spark, roots["lineitem"], pushFilters="false", scanLog=log).where(cond)
+    plan = spark._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "formatted")
+    assert "GreaterThanOrEqual(l_shipdate" not in plan
+    assert df.count() == lp.open(roots["lineitem"]).count(cond.replace("DATE ", ""))
+    entry = lps.read_scan_log(log)[-1]
+    assert entry["partitions_scanned"] == entry["partitions_total"] > 80
 
 
 def test_filter_option_prunes_and_survives_plan_reuse(spark, tpch_ns, tmp_path):

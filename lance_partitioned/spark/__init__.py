@@ -14,10 +14,11 @@
     lps.create_index(spark, root, "embedding", "IVF_PQ", num_partitions=16)
     lps.stop_session(spark)                 # stops Spark *and* its JVM
 
-Spark's own filters prune only with ``option("pushFilters", "true")``, in a session
-with the extension that gives every scan its own read plan (``local_session`` loads
-it; for your own session, ``extension_conf()``): PySpark 4.3 shares one read plan
-among the scans of a relation (see ``lance_partitioned.spark.extension``). Options
+Spark's own filters prune partitions and run inside Lance (``pushFilters``, on by
+default) in a session with the extension that gives every scan its own read plan
+(``local_session`` loads it; for your own session, ``extension_conf()``): PySpark 4.3
+shares one read plan among the scans of a relation (see
+``lance_partitioned.spark.extension``); without it every filter stays with Spark. Options
 are documented in ``lance_partitioned.spark.options``.
 """
 

@@ -12,7 +12,7 @@ cannot tell the scans apart; only the JVM can give each scan its own slot.
 
 ``Extensions.java`` is an optimizer rule that does: just before Spark pushes
 filters into scans it replaces every ``lance_partitioned`` relation that has
-``pushFilters`` on by a copy over a new ``PythonDataSourceV2``, marked with the
+``pushFilters`` on (the default) by a copy over a new ``PythonDataSourceV2``, marked with the
 option ``__isolatedScan``. The reader accepts pushed filters only from a marked
 relation (``LancePartitionedReader.pushFilters``), so without the extension
 ``pushFilters`` is exact and does not prune.

@@ -12,11 +12,12 @@ Reading:
 - ``filter``: a SQL filter that is part of the relation itself: it prunes partitions
   through ``__manifest`` and runs inside Lance (Lance SQL semantics, exact). Always
   safe, because it does not depend on the query.
-- ``pushFilters`` (default ``false``): accept Spark's pushed filters (exact
+- ``pushFilters`` (default ``true``): accept Spark's pushed filters (exact
   translations only) for pruning and filtering inside Lance. Accepted only in a
   session started with the extension (``spark.extension``, which ``local_session``
   loads): PySpark 4.3 shares one read plan among every scan of a relation, and
-  the extension gives each scan its own. Without it every filter stays with Spark.
+  the extension gives each scan its own. Without it every filter stays with Spark,
+  so the default is exact in every session. ``false`` leaves every filter to Spark.
 - ``columns``: comma-separated projection (the Python source API cannot prune columns).
 - ``version``: read an older ``__manifest`` version (a number or a tag).
 - ``timestampAsOf``: read the newest ``__manifest`` version committed at or before
@@ -184,7 +185,7 @@ class SourceOptions:
             min_partitions=_int(options, "minPartitions", None) or None,
             scan_log=options.get("scanLog") or os.environ.get(SCAN_LOG_ENV) or None,
             filter=(options.get("filter") or "").strip() or None,
-            push_filters=_bool(options, "pushFilters", False),
+            push_filters=_bool(options, "pushFilters", True),
             isolated_scan=_bool(options, ISOLATED_SCAN_OPTION, False),
             catalog_table=_bool(options, CATALOG_TABLE_OPTION, False),
             spec=options.get("spec"),

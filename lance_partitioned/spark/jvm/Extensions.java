@@ -98,7 +98,7 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Gives every scan of a {@code lance_partitioned} relation with {@code pushFilters}
- * on its own read plan ({@code spark.sql.extensions=lance_partitioned.spark.Extensions}).
+ * on (the default) its own read plan ({@code spark.sql.extensions=lance_partitioned.spark.Extensions}).
  *
  * <p>PySpark 4.3 keeps a Python source's read plan in one slot of the relation's
  * {@code PythonDataSourceV2}: {@code PythonScanBuilder.pushFilters} stores the plan it
@@ -361,8 +361,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         if (!(table instanceof PythonTable) || !SOURCE.equals(table.name())) {
             return false;
         }
+        // on unless the relation says "false": the option's default (spark/options.py)
         String value = relation.options().get(PUSH_FILTERS);
-        return value != null && "true".equalsIgnoreCase(value.trim());
+        return value == null || !"false".equalsIgnoreCase(value.trim());
     }
 
     /**
