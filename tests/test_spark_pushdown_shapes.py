@@ -221,7 +221,9 @@ def test_reader_accepts_pushed_filters_only_on_an_isolated_scan(views):
     for options, rejected in (
         ({"path": views["customer"], "pushFilters": "true"}, [flt]),
         ({"path": views["customer"], "pushFilters": "true", ISOLATED_SCAN_OPTION: "true"}, []),
-        ({"path": views["customer"], ISOLATED_SCAN_OPTION: "true"}, [flt]),
+        # pushFilters is on by default; "false" leaves every filter to Spark
+        ({"path": views["customer"], ISOLATED_SCAN_OPTION: "true"}, []),
+        ({"path": views["customer"], "pushFilters": "false", ISOLATED_SCAN_OPTION: "true"}, [flt]),
     ):
         opts = SourceOptions.parse(options)
         source = lps.LancePartitionedDataSource(options)
