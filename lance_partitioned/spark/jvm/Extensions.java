@@ -214,22 +214,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
             if (needs.isEmpty()) {
                 return plan;
             }
-            return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
-                @Override
-                public boolean isDefinedAt(LogicalPlan node) {
-                    return needs.get(node) != null;
-                }
-
-                @Override
-                public <A1 extends LogicalPlan, B1> B1 applyOrElse(A1 node, Function1<A1, B1> otherwise) {
-                    Set<Long> need = needs.get(node);
-                    if (need == null) {
-                        return otherwise.apply(node);
-                    }
-                    @SuppressWarnings("unchecked")
-                    B1 out = (B1) pruneOrKeep((DataSourceV2Relation) node, need, session);
-                    return out;
-                }
+            return rewriteUp(plan, node -> {
+                Set<Long> need = needs.get(node);
+                return need == null ? null : pruneOrKeep((DataSourceV2Relation) node, need, session);
             });
         }
     }
