@@ -121,9 +121,7 @@ def test_tpch_q6_without_pushdown_also_matches(spark, tpch_ns):
     assert got == spark.sql(pipeline.query("Q6", "lineitem_parquet")).collect()
 
 
-def test_pushdown_is_on_by_default_shows_in_explain_and_prunes_partitions(
-    spark, tpch_ns, tmp_path
-):
+def test_pushdown_is_on_by_default_shows_in_explain_and_prunes_partitions(spark, tpch_ns, tmp_path):
     roots, _ = tpch_ns
     log = str(tmp_path / "scans.jsonl")
     df = load(spark, roots["lineitem"], scanLog=log).where(  # no pushFilters option: on
