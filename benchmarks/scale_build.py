@@ -37,11 +37,13 @@ cleaning up a million leaves an unmount instead of an hour of ``rm``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
 import shutil
 import struct
+import sys
 import time
 from pathlib import Path
 
@@ -283,3 +285,26 @@ def disk_usage(root: Path) -> int:
                 seen.add(st.st_ino)
                 total += st.st_blocks * 512
     return total
+
+
+def discard_state(scratch: Path, n: int, fragments: int = 1) -> None:
+    """Forget a finished build, so that the next ``build`` starts afresh: for callers
+    that change the namespace (a compaction) and cannot measure on it twice."""
+    _state_path(scratch, n, fragments).unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``scale_build.py ROOT N SCRATCH [--fragments F]``: build (or resume) in one call."""
+    ap = argparse.ArgumentParser(description=build.__doc__.split("\n")[0])
+    ap.add_argument("root", type=Path)
+    ap.add_argument("n", type=int)
+    ap.add_argument("scratch", type=Path)
+    ap.add_argument("--fragments", type=int, default=1)
+    args = ap.parse_args(argv)
+    build(args.root, args.n, args.scratch, fragments=args.fragments, progress=True)
+    verify(args.root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
