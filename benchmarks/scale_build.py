@@ -143,6 +143,8 @@ def build(
         state_file.write_text(json.dumps(state))
         if progress:
             print(f"scale_build: {b:,}/{n:,} leaves ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if progress:
+        print(f"scale_build: registering {n:,} partitions in __manifest", flush=True)
     _register(root, n, scratch, lance.dataset(str(leaf)).version, fragments)
     state["registered"] = True
     state_file.write_text(json.dumps(state))
