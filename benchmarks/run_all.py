@@ -131,7 +131,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
         [
             *("--partitions", "20", "--fragments", "3", "--tenants", "3", "--vectors", "300"),
             *("--dim", "8", "--index-type", "IVF_FLAT", "--ivf-partitions", "2"),
-            *("--min-rows", "100"),
+            *("--min-rows", "100", "--driver-partitions", "500"),
         ],
     ),
     "streaming_bench": (["--partitions", "10000"], ["--tiny"]),

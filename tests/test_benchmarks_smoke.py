@@ -154,6 +154,9 @@ def test_spark_benchmark_runs_and_its_answers_are_right(name, workdir, spark):
         # both calls ran and got the oracle's rows, fragments and index coverage
         assert "| `lps.compact(spark, root)` on " in text and "| `lps.create_index` on " in text
         assert "**Projection**" in text and "(all passed)" in text
+        # the driver section: its phases split apart at 500 bulk-built partitions
+        assert "## The driver at 500 partitions" in text and "| plan (lease" in text
+        assert "`leaves_compacted` = 500" in text
     if name == "streaming_bench":
         # both sinks ran, their rows checked, and the commit part measured
         assert "| lance_partitioned, spec" in text and "| Spark Parquet file sink" in text
@@ -224,3 +227,52 @@ def test_merge_bench_spark_contenders_run_and_their_answers_are_right(workdir, s
     # a row per merge and one per task that had rows, each from its timing log
     assert len(spent) >= 4 and not any("no timing log" in line for line in spent), spent
     assert "| Contender | Task's rows |" in text
+
+
+def test_scale_build_leaves_of_two_fragments(tmp_path):
+    """``scale_build.build(fragments=2)``: every leaf two one-row fragments (k = v = i,
+    then k = i, v = -1), a valid namespace; a one-fragment build of the same size
+    beside it keeps its own scratch files (neither resumes the other)."""
+    import lance
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import scale_build
+
+    import lance_partitioned as lp
+
+    n = 40
+    for fragments in (1, 2):
+        root = tmp_path / f"root_f{fragments}"
+        assert scale_build.build(root, n, tmp_path / "scratch", fragments=fragments)
+        ns = lp.open(str(root))
+        assert ns.validate() == []
+        assert ns.count() == n * fragments
+        leaves = [d for d in root.iterdir() if d.name != "__manifest"]
+        assert len(leaves) == n
+        for leaf in leaves:
+            ds = lance.dataset(str(leaf))
+            assert len(ds.get_fragments()) == fragments and ds.version == fragments
+        # oracle: pyarrow over every leaf's own rows
+        rows = pa.concat_tables([lance.dataset(str(leaf)).to_table() for leaf in leaves])
+        k, v = rows["k"], rows["v"]
+        assert sorted(pc.filter(k, pc.equal(k, v)).to_pylist()) == list(range(n))
+        assert pc.sum(pc.less(v, 0)).as_py() == n * (fragments - 1)
+        if fragments == 2:
+            assert pc.all(pc.equal(pc.filter(v, pc.less(v, 0)), -1)).as_py()
+        scale_build.verify(root)
+    names = sorted(p.name for p in (tmp_path / "scratch").glob("state_*"))
+    assert names == [f"state_{n}.json", f"state_{n}_f2.json"]
+
+
+def test_spark_maintenance_bench_driver_section_on_threads(tmp_path):
+    """The driver section without Spark (``--driver-stager threads``): it builds, times
+    the phases, checks every leaf compacted and writes its table."""
+    module = importlib.import_module("spark_maintenance_bench")
+    out = tmp_path / "driver.md"
+    args = ["--only", "driver", "--driver-partitions", "60", "--driver-stager", "threads"]
+    assert module.main([*args, "--workdir", str(tmp_path / "w"), "--out", str(out)]) == 0
+    text = _report(out)
+    assert "## The driver at 60 partitions" in text and "## Compaction" not in text
+    for phase in ("| plan (lease", "| the job (", "| commit (", "| `__manifest`'s own", "| total"):
+        assert phase in text
+    assert "`leaves_compacted` = 60" in text and "(all passed)" in text
