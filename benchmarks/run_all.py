@@ -86,11 +86,11 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "memory_bench": (["--sf", "1,3,10", "--spark"], ["--sf", "0.01", "--buffer-mib", "4"]),
     "spj_bench": (["--sf", "1"], ["--sf", "0.01", "--buckets", "4", "4", "--repeat", "1"]),
     "spark_sql_bench": (
-        ["--sf", "1", "--variants", "default,nopush,rows", "--profile", "5"],
+        ["--sf", "1", "--variants", "default,nopush,noreuse,rows", "--profile", "5"],
         # a scan planned per subquery (Q22), a CTE named twice (Q15), joins (Q3), Q6
         [
             *("--sf", "0.01", "--queries", "3,6,15,22", "--no-warmup", "--profile", "1"),
-            *("--variants", "default,nopush,rows"),
+            *("--variants", "default,nopush,noreuse,rows"),
             *("--floor", "--micro-reps", "1"),
         ],
     ),

@@ -14,7 +14,9 @@ For every query and every repetition, fresh temporary views are created (untimed
 over each table it reads: ``USING parquet`` on the generated files, ``USING
 lance_partitioned OPTIONS (root ...)`` with default options (``default``: Spark's
 filters pushed into Lance) and with ``pushFilters 'false'`` (``nopush``: every filter
-left to Spark); ``rows`` is ``default`` with the extension's column-batch hand-off off (``spark.lance_partitioned.columnarReads=false``:
+left to Spark); ``noreuse`` is ``default`` with equal scans not sharing an exchange
+(``spark.lance_partitioned.reuseExchanges=false``); ``rows`` is ``default`` with the
+extension's column-batch hand-off off (``spark.lance_partitioned.columnarReads=false``:
 PySpark's own reader, which copies every batch into rows), to measure that step; and,
 as an experiment, default options with a broadcast hint on the small tables
 (``hint``: what reported sizes would buy); then ``spark.sql(query).collect()`` is timed. The
@@ -90,10 +92,12 @@ VARIANTS = {
     "default": "ours, default options",
     "nopush": "ours, pushFilters 'false'",
     "rows": "ours, default options, PySpark's row hand-off",
+    "noreuse": "ours, default options, no exchange reuse",
     "hint": "ours, default options + broadcast hint",
     "floor": "floor: Python source over Arrow IPC, no Lance",
 }
 COLUMNAR_CONF = "spark.lance_partitioned.columnarReads"
+REUSE_CONF = "spark.lance_partitioned.reuseExchanges"
 # The experiment of the "hint" variant: what sizes would buy if our source reported them
 # (PySpark 4.3's Python sources report none, so Spark plans every join as a shuffle).
 # These tables' Parquet files at SF <= 1 are below Spark's broadcast threshold (10 MiB),
@@ -152,6 +156,9 @@ def create_views(
     # "rows" variants: the extension hands batches over as PySpark does, row by row (the
     # conf is read when the query is planned, right after its views are made)
     spark.conf.set(COLUMNAR_CONF, "false" if variant.endswith("rows") else "auto")
+    # "noreuse": equal scans of a query do not share an exchange (as before the extension's
+    # scans compared equal), to measure that step
+    spark.conf.set(REUSE_CONF, "false" if variant == "noreuse" else "true")
     views = {}
     for table in tables:
         name = views[table] = f"{table}_{variant}"
@@ -755,7 +762,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--variants",
         default="default,nopush",
-        help="ours: default, nopush, rows, hint (Parquet always runs)",
+        help="ours: default, nopush, rows, noreuse, hint (Parquet always runs)",
     )
     parser.add_argument(
         "--floor",
@@ -777,7 +784,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     ours = [v.strip() for v in args.variants.split(",") if v.strip()]
-    choices = ["default", "nopush", "rows", "hint"]
+    choices = ["default", "nopush", "rows", "noreuse", "hint"]
     if not ours or set(ours) - set(choices):
         parser.error(f"--variants: choose among {', '.join(choices)}")
     args.variant_list = ["parquet", *dict.fromkeys(ours)] + (["floor"] if args.floor else [])

@@ -84,7 +84,8 @@ QUERIES = {
 @pytest.fixture(scope="module")
 def views(spark, tpch_dir, tmp_path_factory):
     """Namespaces of lineitem, orders and customer (written with the core API), a
-    ``<table>_lp`` view of each with pushFilters on and a ``<table>_pq`` view of its Parquet."""
+    ``<table>_lp`` view of each with pushFilters on, a ``<table>_lpd`` view with it off and
+    a ``<table>_pq`` view of its Parquet."""
     tpch.generate(TPCH_SF, tpch_dir, ("customer",))
     base = tmp_path_factory.mktemp("shapes")
     roots = {}
@@ -100,7 +101,7 @@ def views(spark, tpch_dir, tmp_path_factory):
         )
         spark.sql(
             f"CREATE OR REPLACE TEMPORARY VIEW {table}_lpd USING lance_partitioned "
-            f"OPTIONS (root '{roots[table]}')"
+            f"OPTIONS (root '{roots[table]}', pushFilters 'false')"
         )
     return roots
 
@@ -117,11 +118,54 @@ def test_query_scanning_a_view_twice_matches_parquet(spark, views, name):
 
 
 @pytest.mark.parametrize("name", list(QUERIES))
-def test_query_on_default_views_matches_parquet(spark, views, name):
-    # default options: columns pruned by the extension, every filter applied by Spark
+def test_query_on_views_without_pushed_filters_matches_parquet(spark, views, name):
+    # pushFilters 'false': columns pruned by the extension, every filter applied by Spark
     got = spark.sql(QUERIES[name].format(**_names("_lpd"))).collect()
     want = spark.sql(QUERIES[name].format(**_names("_pq"))).collect()
     assert got == want
+
+
+REUSE_CONF = "spark.lance_partitioned.reuseExchanges"
+# TPC-H Q18's shape: lineitem read twice the same way (l_orderkey, l_quantity, no filter)
+READ_TWICE_ALIKE = """
+    SELECT o_orderkey, o_totalprice, sum(l_quantity) AS q
+    FROM {orders} JOIN {lineitem} ON o_orderkey = l_orderkey
+    WHERE o_orderkey IN (SELECT l_orderkey FROM {lineitem}
+                         GROUP BY l_orderkey HAVING sum(l_quantity) > 150)
+    GROUP BY o_orderkey, o_totalprice"""
+# the same two aggregates of lineitem, apart only in the filter pushed into each scan
+READ_TWICE_APART = """
+    SELECT count(*), sum(a.s), sum(b.s) FROM
+      (SELECT l_orderkey, sum(l_quantity) AS s FROM {lineitem}
+        WHERE l_shipmode = 'AIR' GROUP BY l_orderkey) a
+    JOIN (SELECT l_orderkey, sum(l_quantity) AS s FROM {lineitem}
+           WHERE l_shipmode = 'RAIL' GROUP BY l_orderkey) b ON a.l_orderkey = b.l_orderkey"""
+
+
+def _collect_reused(spark, text: str) -> tuple[list, int]:
+    """(sorted rows, exchanges Spark reused in the executed plan) of ``text``."""
+    df = spark.sql(text)
+    rows = sorted(df.collect())
+    return rows, df._jdf.queryExecution().executedPlan().toString().count("ReusedExchange")
+
+
+def test_scans_that_read_alike_share_one_exchange_as_parquet_does(spark, views):
+    want, reused_pq = _collect_reused(spark, READ_TWICE_ALIKE.format(**_names("_pq")))
+    got, reused = _collect_reused(spark, READ_TWICE_ALIKE.format(**_names("_lp")))
+    assert got == want and len(want) > 0
+    assert reused_pq >= 1 and reused >= 1  # PySpark alone never reuses a Python scan
+    spark.conf.set(REUSE_CONF, "false")
+    try:
+        got, reused = _collect_reused(spark, READ_TWICE_ALIKE.format(**_names("_lp")))
+    finally:
+        spark.conf.unset(REUSE_CONF)
+    assert got == want and reused == 0
+
+
+def test_scans_apart_only_in_pushed_filters_share_nothing(spark, views):
+    want, _ = _collect_reused(spark, READ_TWICE_APART.format(**_names("_pq")))
+    got, _ = _collect_reused(spark, READ_TWICE_APART.format(**_names("_lp")))
+    assert got == want and want[0][0] > 0 and want[0][1] != want[0][2]
 
 
 def _scanned_columns(df) -> list[list[str]]:

@@ -66,6 +66,8 @@ import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.metric.CustomMetric;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.Statistics;
@@ -569,8 +571,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         /** PySpark's scan builder, its scans reporting {@link #size} and read as columns. */
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+            CaseInsensitiveStringMap all = withBound(options);
             return new SizedScanBuilder(
-                (SupportsPushDownFilters) super.newScanBuilder(withBound(options)), size());
+                (SupportsPushDownFilters) super.newScanBuilder(all), size(), all);
         }
 
         /** The bytes Spark plans this table's scans with: unknown (Spark's default). */
@@ -1123,15 +1126,18 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     static final class SizedScanBuilder implements SupportsPushDownFilters {
         private final SupportsPushDownFilters inner;
         private final OptionalLong size;
+        private final CaseInsensitiveStringMap options;
 
-        SizedScanBuilder(SupportsPushDownFilters inner, OptionalLong size) {
+        SizedScanBuilder(SupportsPushDownFilters inner, OptionalLong size, CaseInsensitiveStringMap options) {
             this.inner = inner;
             this.size = size;
+            this.options = options;
         }
 
         @Override
         public Scan build() {
-            return new SizedScan(inner.build(), size);
+            Scan scan = inner.build();
+            return new SizedScan(scan, size, readKey(options, scan, inner.pushedFilters()));
         }
 
         @Override
@@ -1146,14 +1152,73 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
         }
     }
 
+    /** Spark conf: {@code false} turns off exchange reuse between equal scans ({@link #readKey}). */
+    static final String REUSE_CONF = "spark.lance_partitioned.reuseExchanges";
+
+    /**
+     * What an isolated scan reads, as a value: its options (the root, a version or
+     * {@code filter}, ...), the columns it reads and the filters its reader accepted; null
+     * for a scan the extension did not isolate, or with {@link #REUSE_CONF} {@code false}.
+     *
+     * <p>Spark reuses an exchange (a shuffle or broadcast) for a second scan only when the
+     * scans' batches are equal, and PySpark's batches are equal only to themselves, so a
+     * query that reads a relation twice the same way (TPC-H Q18's two lineitem scans, Q11's
+     * repeated join) shuffled it twice where Parquet shuffles once. Two scans with one key
+     * read the same rows: the reader's plan is made from exactly these (each scan pins the
+     * newest {@code __manifest} version when it is planned, so sharing one scan's output
+     * reads one snapshot, which a query should anyway).
+     */
+    static List<Object> readKey(CaseInsensitiveStringMap options, Scan scan,
+            org.apache.spark.sql.sources.Filter[] pushed) {
+        if (!"true".equals(options.get(MARKER))
+                || "false".equalsIgnoreCase(SparkSession.active().conf().get(REUSE_CONF, "true").trim())) {
+            return null;
+        }
+        return List.of(
+            new HashMap<>(options.asCaseSensitiveMap()), scan.readSchema(), java.util.Arrays.asList(pushed));
+    }
+
+    /** {@code inner} with equality by {@code key}: Spark's exchange reuse compares batches. */
+    static final class KeyedBatch implements Batch {
+        private final Batch inner;
+        private final List<Object> key;
+
+        KeyedBatch(Batch inner, List<Object> key) {
+            this.inner = inner;
+            this.key = key;
+        }
+
+        @Override
+        public InputPartition[] planInputPartitions() {
+            return inner.planInputPartitions();
+        }
+
+        @Override
+        public PartitionReaderFactory createReaderFactory() {
+            return inner.createReaderFactory();
+        }
+
+        @Override
+        public boolean equals(Object other) {
+            return other instanceof KeyedBatch && key.equals(((KeyedBatch) other).key);
+        }
+
+        @Override
+        public int hashCode() {
+            return key.hashCode();
+        }
+    }
+
     /** PySpark's scan plus its size, its batches read as columns ({@link ColumnarHandoff}). */
     static final class SizedScan implements SupportsReportStatistics, SupportsMetadata {
         private final Scan inner;
         private final OptionalLong size;
+        private final List<Object> key;
 
-        SizedScan(Scan inner, OptionalLong size) {
+        SizedScan(Scan inner, OptionalLong size, List<Object> key) {
             this.inner = inner;
             this.size = size;
+            this.key = key;
         }
 
         @Override
@@ -1183,7 +1248,8 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
         @Override
         public Batch toBatch() {
-            return ColumnarHandoff.wrap(inner.toBatch(), ColumnarHandoff.enabled(SparkSession.active()));
+            Batch batch = ColumnarHandoff.wrap(inner.toBatch(), ColumnarHandoff.enabled(SparkSession.active()));
+            return key == null ? batch : new KeyedBatch(batch, key);
         }
 
         @Override
