@@ -141,6 +141,7 @@ def test_a_failed_transaction_says_so_and_rolls_its_leaves_back_in_parallel(
 
     monkeypatch.setattr(maintenance, "pause_point", fail)
     monkeypatch.setattr(driver, "unstage_leaf", unstage)
+    caplog.set_level("INFO", logger=driver.__name__)
     with pytest.raises(RuntimeError, match="boom"):
         lp.open(root).compact()
     assert "compaction failed (RuntimeError: boom); rolling back 4 staged partitions" in caplog.text

@@ -250,8 +250,9 @@ class LeafTransaction:
         try:
             failed = exc_type is not None and self.published is None
             if failed and not self.staged.landed(self.manifest, self.snapshot.version):
-                # said before the undo starts: over many leaves it takes a while
-                log.warning(
+                # said before the undo starts: over many leaves it takes a while (info:
+                # the error itself reaches the caller; a rollback that goes well is no warning)
+                log.info(
                     "%s failed (%s: %s); rolling back %d staged partitions",
                     self.what,
                     exc_type.__name__,
