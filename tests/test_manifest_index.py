@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_partitioned as lp
+from lance_partitioned.catalog import manifest as manifest_module
 from lance_partitioned.catalog import manifest_index
 from lance_partitioned.catalog.snapshot import Snapshot
 
@@ -225,3 +226,41 @@ def test_a_writers_upkeep_is_proportional_to_what_commits_added(tmp_path, monkey
     assert all(f.num_deletions == 0 for f in ds.get_fragments())
     assert ds.stats.index_stats("object_id_idx")["num_indices"] == 1
     assert lp.open(ns.root).to_arrow().sort_by("id").equals(expected.sort_by("id"))
+
+
+def _table_rows(template: pa.Table, n: int, read_version: int) -> pa.Table:
+    """``n`` manifest rows of tables shaped like ``template``'s one row (ids of our own;
+    no leaf behind them: only the commit is exercised)."""
+    rows = template.take([0] * n)
+    ids = [f"v1$synthetic{i:010d}$dataset" for i in range(n)]
+    rows = rows.set_column(rows.schema.get_field_index("object_id"), "object_id", pa.array(ids))
+    version = pa.array([read_version] * n, rows.schema.field("read_version").type)
+    return rows.set_column(rows.schema.get_field_index("read_version"), "read_version", version)
+
+
+def test_a_commit_of_many_rows_joins_by_a_scan_not_in_lances_memory_pool(
+    tmp_path, small_thresholds, monkeypatch
+):
+    """A commit of more than ``MERGE_BY_INDEX_MAX_ROWS`` rows (a compaction republishing a
+    million partitions) joins them with ``__manifest`` by a scan: through the index, Lance
+    holds every committed row in its DataFusion memory pool, which cannot spill, and
+    failed there ("Resources exhausted"). The pool is made small here
+    (``LANCE_MEM_POOL_SIZE``) so that 30,000 rows do not fit it; the rows committed are
+    read back with plain Lance."""
+    from lance_partitioned.catalog.manifest import Manifest
+
+    monkeypatch.setattr(manifest_module, "MERGE_BY_INDEX_MAX_ROWS", 1_000)
+    ns = lp.create(str(tmp_path / "ns"), SCHEMA, "k")
+    ns.append(_rows(list(range(20)), list(range(20))))
+    manifest = Manifest(ns.root)
+    template = _man(ns.root).to_table(filter="object_type = 'table'").slice(0, 1)
+    manifest.commit(manifest.dataset(), _table_rows(template, 30_000, 1))
+    assert _indexed(_man(ns.root))["object_id"] == "BTree"
+    monkeypatch.setenv("LANCE_MEM_POOL_SIZE", str(1_000_000))
+    manifest.commit(manifest.dataset(), _table_rows(template, 30_000, 2))
+    monkeypatch.delenv("LANCE_MEM_POOL_SIZE")
+    got = _man(ns.root).to_table(filter="object_id LIKE 'v1$synthetic%'")
+    assert got.num_rows == 30_000
+    assert pc.all(pc.equal(got["read_version"], 2)).as_py()
+    real = _man(ns.root).to_table(filter="object_type = 'table' AND object_id NOT LIKE 'v1$syn%'")
+    assert real.num_rows == 20 and pc.all(pc.equal(real["read_version"], 1)).as_py()

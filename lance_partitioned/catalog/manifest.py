@@ -47,6 +47,14 @@ READER_FLAGS_KEY = "lance.namespace.manifest.reader_feature_flags"
 WRITER_FLAGS_KEY = "lance.namespace.manifest.writer_feature_flags"
 KNOWN_READER_FLAGS = 0
 KNOWN_WRITER_FLAGS = 0
+# A commit joins its rows with __manifest's by object_id. Through the object_id index,
+# Lance holds a hash table of every committed row in its DataFusion memory pool (300 MB
+# unless LANCE_MEM_POOL_SIZE says otherwise), which cannot spill: the commit of a
+# compaction of 1,000,000 partitions failed there ("Resources exhausted"). By a scan of
+# __manifest the join streams, and at that size it is faster too (measured on a
+# 1,000,000-row table: 400,000 rows in 0.8 s by scan, 2.4 s by index). Small commits keep
+# the index: they read only the rows they touch.
+MERGE_BY_INDEX_MAX_ROWS = 100_000
 
 BASE_FIELDS = [
     pa.field(
@@ -348,7 +356,10 @@ class Manifest:
         schema = base.schema
         upserts = schema.empty_table() if upserts is None else conform(upserts, schema)
         builder = (
-            base.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
+            base.merge_insert("object_id")
+            .use_index(upserts.num_rows <= MERGE_BY_INDEX_MAX_ROWS)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
         )
         if delete_ids:
             builder = builder.when_not_matched_by_source_delete(
