@@ -108,3 +108,44 @@ def test_a_commit_that_lands_then_raises_keeps_the_published_leaves(
     assert ns.version > before  # the commit did land
     assert ns.to_arrow().sort_by("id").equals(expected)
     _leaves_at_their_published_versions(root)
+
+
+def test_a_failed_transaction_says_so_and_rolls_its_leaves_back_in_parallel(
+    tmp_path, monkeypatch, caplog
+):
+    """A transaction that fails after staging restores its leaves on the driver's threads
+    (at a million partitions, one after another took about as long as the job itself), and
+    logs why before it starts."""
+    import threading
+
+    from lance_partitioned.operations.maintain import maintenance
+
+    root = str(tmp_path / "ns")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    ns = lp.create(root, schema, "p")
+    parts = ["a", "b", "c", "d"]
+    for first in (0, 100):  # two fragments per leaf: compaction stages every leaf
+        ns.append(pa.table({"id": [first + i for i in range(4)], "p": parts}, schema=schema))
+    expected = ns.to_arrow().sort_by("id")
+
+    def fail(point: str) -> None:
+        if point == "leaves_staged":
+            raise RuntimeError("boom")
+
+    together = threading.Barrier(2, timeout=10)  # met only if two leaves restore at once
+    real = driver.unstage_leaf
+
+    def unstage(staged, txn, opts):
+        together.wait()
+        real(staged, txn, opts)
+
+    monkeypatch.setattr(maintenance, "pause_point", fail)
+    monkeypatch.setattr(driver, "unstage_leaf", unstage)
+    with pytest.raises(RuntimeError, match="boom"):
+        lp.open(root).compact()
+    assert "compaction failed (RuntimeError: boom); rolling back 4 staged partitions" in caplog.text
+    for _, location, _ in published_leaves(root):  # plain Lance: the latest version is restored
+        assert len(lance.dataset(os.path.join(root, location)).get_fragments()) == 2
+    ns = lp.open(root)
+    assert ns.to_arrow().sort_by("id").equals(expected)
+    assert ns.validate() == []

@@ -141,10 +141,16 @@ class StagedSet:
             return True
 
     def rollback(self) -> None:
-        """Undo staging of a transaction that will not publish (best effort, idempotent)."""
+        """Undo staging of a transaction that will not publish (best effort, idempotent).
+
+        The leaves are restored on ``STAGE_THREADS`` threads, as they were staged: a
+        transaction over a million partitions takes as long to undo as to stage."""
         pause_point("rolling_back")
-        for staged in self.leaves.values():
-            unstage_leaf(staged, self.txn, self.storage_options)
+        for_each(
+            list(self.leaves.values()),
+            lambda staged: unstage_leaf(staged, self.txn, self.storage_options),
+            STAGE_THREADS,
+        )
         for uri in self.new_dirs:
             remove_dir(uri, self.storage_options)
 
@@ -244,6 +250,14 @@ class LeafTransaction:
         try:
             failed = exc_type is not None and self.published is None
             if failed and not self.staged.landed(self.manifest, self.snapshot.version):
+                # said before the undo starts: over many leaves it takes a while
+                log.warning(
+                    "%s failed (%s: %s); rolling back %d staged partitions",
+                    self.what,
+                    exc_type.__name__,
+                    exc,
+                    len(self.staged.leaves),
+                )
                 self.rollback()
         finally:
             if self._own_lease is not None:
