@@ -363,7 +363,8 @@ def vacuum_restores(spark, ns: lp.PartitionedNamespace, opts: Options, before: s
     after = listing(ns.root, opts)
     assert before <= after
     new = sorted(tuple(path.split("/")[:2]) for path in after - before)
-    assert new == sorted((d, kind) for d in moved for kind in ("_transactions", "_versions"))
+    want = sorted((d, kind) for d in moved for kind in ("_transactions", "_versions"))
+    assert new == want, f"left after vacuum: {sorted(after - before)}; expected in {want}"
     assert unpublished(ns)[1] == 0  # every latest version reads the published fragments
 
 

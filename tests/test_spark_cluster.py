@@ -77,7 +77,15 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     # retry too) publishes nothing, and vacuum removes what it left
     checks = ["index", "rewrite_partitions", "cleanup_and_vacuum"]
     ok = dict.fromkeys([*checks, "failed_compaction", "failed_rewrite"], "ok")
-    assert result["maintenance"] == {"local": ok, "s3": ok}
+    failed = {
+        f"{where}/{name}": trace
+        for where, checks_run in result["maintenance"].items()
+        for name, trace in checks_run.items()
+        if trace != "ok"
+    }
+    assert result["maintenance"] == {"local": ok, "s3": ok}, "\n".join(
+        f"{name}:\n{trace}" for name, trace in failed.items()
+    )
     # on S3, through the executors, with storage.<key> options only
     s3 = result["s3"]
     assert s3["executor_aws_env"] == []
