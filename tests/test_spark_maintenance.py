@@ -43,6 +43,7 @@ from maintenance_checks import (
 import lance_partitioned as lp
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import DistributedTaskError, InvalidArgumentError
+from lance_partitioned.operations.maintain import maintenance
 from lance_partitioned.search import build as index_build
 
 pytest.importorskip("pyspark")
@@ -50,6 +51,7 @@ pytest.importorskip("pyspark")
 from pyspark import cloudpickle  # noqa: E402
 
 from lance_partitioned import spark as lps  # noqa: E402
+from lance_partitioned.spark import maintenance as spark_maintenance  # noqa: E402
 
 
 def _opts(store) -> dict[str, str] | None:
@@ -78,6 +80,35 @@ def _index_then_die(work, txn, opts):
     if work.leaf.values == ("t1",):
         os._exit(3)
     return staged
+
+
+REAL_COMPACT_STAGE = maintenance.stage_compaction
+
+
+def _slow_stage(work, txn, opts):
+    """Compaction's stage, a second slower: tasks end in waves that progress can see."""
+    time.sleep(1.0)
+    return REAL_COMPACT_STAGE(work, txn, opts)
+
+
+def test_progress_follows_the_jobs_tasks_not_only_its_end(spark, tmp_path, monkeypatch):
+    """``progress=`` of a distributed call reports the partitions of the tasks that have
+    finished while the job runs (five one-partition tasks on two cores end in three
+    waves), then every partition, once, at the end."""
+    ns = build(str(tmp_path / "ns"), None)
+    monkeypatch.setattr(spark_maintenance, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(maintenance, "stage_compaction", _slow_stage)
+    events = []
+    report = lps.compact(spark, ns.root, tasks=5, progress=events.append)
+    assert report.leaves_compacted == 5
+    done = [e.done for e in events]
+    assert (events[0].done, events[0].total) == (0, 5) and done == sorted(done)
+    assert 0 < done[1] < 5  # a wave of tasks, reported before the job ended
+    assert [e.finished for e in events].count(True) == 1 and events[-1].finished
+    assert (events[-1].done, events[-1].total, events[-1].unit) == (5, 5, "partitions")
+    swept = []
+    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), progress=swept.append)
+    assert (swept[-1].task, swept[-1].done, swept[-1].total) == ("vacuum", 5, 5)
 
 
 @pytest.mark.parametrize("stage", [raise_mid_task, kill_mid_task])
