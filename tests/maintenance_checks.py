@@ -8,24 +8,45 @@ oracles independent of the code under test: the rows come from the source tables
 (sorted with pyarrow), the fragment counts, versions and index coverage from Lance's
 own datasets, and both namespaces pass ``validate``. Every Lance handle gets the
 namespace's ``storage_options``: the cluster's processes have no AWS environment.
+
+The ``check_failed_*`` checks make a task fail mid-way (``raise_mid_task``) or its
+Python worker die (``kill_mid_task``, ``copy_then_die``): the call publishes nothing,
+and ``vacuum`` leaves the files as they were before it but for its healing restores
+(listed with ``os`` or boto3, not the code under test). Spark pickles this module's
+functions by value, so the executors run the failing functions (which call the real
+ones) without importing the tests. On a cluster Spark retries a failed task
+(``spark.task.maxFailures``): every attempt fails the same way, and each one's
+leftovers are unpublished too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Callable, Sequence
+from unittest import mock
 
 import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from conftest import EVENTS_SCHEMA, make_events
+from pyspark import cloudpickle
+from s3_support import s3_tree
 
 import lance_partitioned as lp
 from lance_partitioned import spark as lps
 from lance_partitioned.catalog.snapshot import Leaf, Snapshot
+from lance_partitioned.errors import DistributedTaskError
 from lance_partitioned.operations.leaf.leaf_changes import CompactFiles
+from lance_partitioned.operations.maintain import maintenance
 from lance_partitioned.operations.txn.staging import stage_leaf
+from lance_partitioned.spark import maintenance as spark_maintenance
+
+# the failing functions below reach Spark's executors by value (see the module doc)
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 APPENDS = 4
 ROWS = 60
@@ -246,3 +267,171 @@ def check_index(spark, roots: Sequence[str], opts: Options) -> None:  # type: ig
     assert _coverage(a) == _coverage(b) == [("emb_ivf_flat", 3, 3, 900, 900)]
     assert _lance_coverage(a) == _lance_coverage(b) == {("t0",): 300, ("t1",): 300, ("t2",): 300}
     assert a.validate() == [] and b.validate() == []
+
+
+REAL_STAGE = maintenance.stage_compaction
+REAL_COPY = spark_maintenance._copy_task
+Stage = Callable[..., object]
+
+
+def raise_mid_task(work, txn, opts):  # type: ignore[no-untyped-def]
+    """Stages a leaf for real, then fails the task on partition FR (it rolls back)."""
+    staged = REAL_STAGE(work, txn, opts)
+    if work.leaf.values == ("FR",):
+        raise RuntimeError("injected task failure")
+    return staged
+
+
+def kill_mid_task(work, txn, opts):  # type: ignore[no-untyped-def]
+    """Stages a leaf for real, then the task's Python worker dies (no rollback) on FR."""
+    staged = REAL_STAGE(work, txn, opts)
+    if work.leaf.values == ("FR",):
+        os._exit(3)
+    return staged
+
+
+def copy_then_die(leaves, **job):  # type: ignore[no-untyped-def]
+    """Copies its partitions' rows for real (the files are written), then the task's
+    Python worker dies before it returns them."""
+    list(REAL_COPY(leaves, **job))
+    os._exit(3)
+
+
+def listing(root: str, opts: Options) -> set[str]:
+    """Every file under ``root`` (its path relative to it; on local disk every directory
+    too, ending in ``/``), as the store lists it: ``os``, or boto3 with the credentials
+    of ``opts``; not the code under test."""
+    if not root.startswith("s3://"):
+        return {
+            os.path.relpath(os.path.join(folder, name), root) + ("/" if name in dirs else "")
+            for folder, dirs, files in os.walk(root)
+            for name in dirs + files
+        }
+    import boto3
+
+    assert opts is not None
+    client = boto3.client(
+        "s3",
+        endpoint_url=opts["aws_endpoint"],
+        aws_access_key_id=opts["aws_access_key_id"],
+        aws_secret_access_key=opts["aws_secret_access_key"],
+        region_name=opts["aws_region"],
+    )
+    return set(s3_tree(client, root))
+
+
+def _fragment_ids(ds: lance.LanceDataset) -> list[int]:
+    return sorted(f.fragment_id for f in ds.get_fragments())
+
+
+def published(ns: lp.PartitionedNamespace) -> dict[tuple, tuple[int, list[int]]]:
+    """Per partition: its published leaf version and that version's fragments, as Lance
+    reads them."""
+    snap = Snapshot.load(ns.manifest)
+    return {
+        leaf.values: (
+            leaf.read_version,
+            _fragment_ids(leaf_dataset(ns, snap, leaf, version=leaf.read_version)),
+        )
+        for leaf in snap.leaves()
+    }
+
+
+def unpublished(ns: lp.PartitionedNamespace) -> tuple[list[str], int]:
+    """The partitions (their directories) whose latest Lance version is not the published
+    one, and how many of them hold other fragments there (what vacuum heals)."""
+    snap = Snapshot.load(ns.manifest)
+    moved, changed = [], 0
+    for leaf in snap.leaves():
+        latest = leaf_dataset(ns, snap, leaf)
+        if latest.version != leaf.read_version:
+            moved.append(leaf.location)
+            pinned = leaf_dataset(ns, snap, leaf, version=leaf.read_version)
+            changed += _fragment_ids(latest) != _fragment_ids(pinned)
+    return moved, changed
+
+
+def vacuum_restores(spark, ns: lp.PartitionedNamespace, opts: Options, before: set[str]) -> None:  # type: ignore[no-untyped-def]
+    """``lps.vacuum`` with no grace after a failed call: it heals the partitions whose
+    latest version holds unpublished fragments, and leaves the files that were there
+    before the call, plus in each partition whose latest version is unpublished one
+    version and its transaction file (the restore of the published version, by the task's
+    rollback or by the heal: the latest version is never removed)."""
+    moved, changed = unpublished(ns)
+    report = lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), storage_options=opts)
+    assert report.leaves_healed == changed and report.skipped == []
+    after = listing(ns.root, opts)
+    assert before <= after
+    new = sorted(tuple(path.split("/")[:2]) for path in after - before)
+    want = sorted((d, kind) for d in moved for kind in ("_transactions", "_versions"))
+    assert new == want, f"left after vacuum: {sorted(after - before)}; expected in {want}"
+    assert unpublished(ns)[1] == 0  # every latest version reads the published fragments
+
+
+def check_failed_compaction(
+    spark, roots: Sequence[str], opts: Options, stage: Stage = kill_mid_task
+) -> None:  # type: ignore[no-untyped-def]
+    """``lps.compact`` whose task fails mid-way (``stage``; by default its Python worker
+    dies after staging partition FR) publishes nothing: the same version, published leaf
+    versions, fragments and rows; ``vacuum`` removes what it left (``vacuum_restores``);
+    then ``lps.compact`` runs again and equals ``ns.compact`` on the twin namespace."""
+    a, b = (build(root, opts) for root in roots)
+    version, leaves, files = a.version, published(a), listing(a.root, opts)
+    with (
+        mock.patch.object(maintenance, "stage_compaction", stage),
+        pytest.raises(DistributedTaskError, match="nothing was published") as info,
+    ):
+        lps.compact(spark, a.root, storage_options=opts, tasks=1)
+    assert "/rustc/" not in str(info.value) and ".rs:" not in str(info.value)
+    a.refresh()
+    assert (a.version, published(a)) == (version, leaves)
+    assert a.to_arrow().sort_by("id").equals(expected())
+    assert any("/data/" in path for path in listing(a.root, opts) - files)  # the tasks' files
+    vacuum_restores(spark, a, opts, files)
+    assert a.validate() == []
+    report = lps.compact(spark, a.root, storage_options=opts, tasks=3)
+    single = b.compact()
+    assert (report.leaves_compacted, report.fragments_rewritten) == (
+        single.leaves_compacted,
+        single.fragments_rewritten,
+    )
+    assert report.leaves_compacted == 5 and report.skipped == []
+    a.refresh()
+    assert fragments(a) == fragments(b) == dict.fromkeys(fragments(b), 1)
+    for ns in (a, b):
+        assert ns.to_arrow().sort_by("id").equals(expected())
+        assert ns.validate() == []
+
+
+def check_failed_rewrite(spark, roots: Sequence[str], opts: Options) -> None:  # type: ignore[no-untyped-def]
+    """``lps.rewrite_partitions`` whose task's Python worker dies once it has written its
+    rows publishes nothing: the same version, layout and rows; ``vacuum`` removes the
+    files it wrote (``vacuum_restores``); then it runs again and equals
+    ``ns.rewrite_partitions`` on the twin namespace."""
+    pair = [build(root, opts) for root in roots]
+    for ns in pair:
+        ns.evolve_spec("year(event_date), country")
+    a, b = pair
+    version, before, files = a.version, layout(a), listing(a.root, opts)
+    with (
+        mock.patch.object(spark_maintenance, "_copy_task", copy_then_die),
+        pytest.raises(DistributedTaskError, match="nothing was published"),
+    ):
+        lps.rewrite_partitions(spark, a.root, storage_options=opts, tasks=1)
+    a.refresh()
+    assert (a.version, layout(a)) == (version, before)
+    assert a.to_arrow().sort_by("id").equals(expected())
+    assert listing(a.root, opts) - files  # the partitions the task wrote
+    vacuum_restores(spark, a, opts, files)
+    assert a.validate() == []
+    moved = lps.rewrite_partitions(spark, a.root, storage_options=opts, tasks=3)
+    single = b.rewrite_partitions()
+    assert (moved.rows, moved.partitions, moved.new_partitions) == (
+        single.rows,
+        single.partitions,
+        single.new_partitions,
+    )
+    assert moved.rows == expected().num_rows and layout(a) == layout(b)
+    for ns in pair:
+        assert ns.to_arrow().sort_by("id").equals(expected())
+        assert ns.validate() == []

@@ -182,6 +182,29 @@ def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):
     assert state(ns.root) == expected + table_state(rows("next", [1, 2, 5], 1, 7000))
 
 
+@local_only
+def test_vacuum_removes_the_temporary_manifest_a_killed_commit_left(ns):
+    """On local disk Lance writes a manifest to ``_versions/.tmp...`` and renames it; a
+    process killed in between (a Spark task's worker) leaves the file, which no version
+    references. Vacuum removes it once it is older than the cutoff, like any orphan."""
+    expected = state(ns.root)
+    leaf = os.path.join(ns.root, ns.plan()[0].location, "_versions")
+    manifest = sorted(n for n in os.listdir(leaf) if n.endswith(".manifest"))[0]
+    old, young = os.path.join(leaf, ".tmpKq3Zx1"), os.path.join(leaf, ".tmpYg8Wv2")
+    for path in (old, young):
+        with open(os.path.join(leaf, manifest), "rb") as src, open(path, "wb") as dst:
+            dst.write(src.read())
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    first = ns.vacuum()  # default grace: a day
+    assert not os.path.exists(old) and os.path.exists(young)
+    assert first.files_removed == 1
+    ns.vacuum(older_than=dt.timedelta(0))
+    assert not os.path.exists(young)
+    assert state(ns.root) == expected
+    assert_no_orphans(ns.root)
+
+
 def test_maintenance_while_writers_and_readers_run(tmp_path, store):
     root = store.root("ns")
     ns = lp.create(root, SCHEMA, SPEC)

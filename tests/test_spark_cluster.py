@@ -10,9 +10,11 @@ S3 (credentials only as ``storage.<key>`` options: the cluster's processes have 
 AWS environment) a write, a pruned read and a storage partitioned join; then the
 other distributed maintenance calls (``lps.create_index`` + ``lps.optimize_indexes``,
 ``lps.rewrite_partitions``, ``lps.vacuum`` + ``lps.cleanup``) against the
-single-machine calls, on local disk and on S3 (``maintenance_checks``, the comparisons
-of ``test_spark_maintenance.py``), and the TPC-H pipeline of ``make demo``; then it
-stops everything it started by process group. Order relative to other tests does not matter: nothing is shared but the
+single-machine calls, and a compaction and a partition rewrite whose task's Python
+worker dies mid-way (Spark retries it: every attempt dies) publishing nothing, on local
+disk and on S3 (``maintenance_checks``, the checks of ``test_spark_maintenance.py``),
+and the TPC-H pipeline of ``make demo``; then it stops everything it started by process
+group. Order relative to other tests does not matter: nothing is shared but the
 installed package and the S3 server's endpoint.
 """
 
@@ -71,8 +73,19 @@ def test_standalone_cluster_write_and_read(tmp_path, s3_server):
     assert compacted["rows_equal"] and compacted["problems"] == []
     # the other maintenance calls by the executors equal the single-machine calls, on local
     # disk and on S3 (the comparisons of test_spark_maintenance.py)
-    ok = dict.fromkeys(["index", "rewrite_partitions", "cleanup_and_vacuum"], "ok")
-    assert result["maintenance"] == {"local": ok, "s3": ok}
+    # ... and a compaction or partition rewrite whose task's Python worker dies (every
+    # retry too) publishes nothing, and vacuum removes what it left
+    checks = ["index", "rewrite_partitions", "cleanup_and_vacuum"]
+    ok = dict.fromkeys([*checks, "failed_compaction", "failed_rewrite"], "ok")
+    failed = {
+        f"{where}/{name}": trace
+        for where, checks_run in result["maintenance"].items()
+        for name, trace in checks_run.items()
+        if trace != "ok"
+    }
+    assert result["maintenance"] == {"local": ok, "s3": ok}, "\n".join(
+        f"{name}:\n{trace}" for name, trace in failed.items()
+    )
     # on S3, through the executors, with storage.<key> options only
     s3 = result["s3"]
     assert s3["executor_aws_env"] == []
@@ -327,6 +340,8 @@ def run_maintenance(spark, base: str, opts: dict[str, str] | None) -> dict:
         checks.check_index,
         checks.check_rewrite_partitions,
         checks.check_cleanup_and_vacuum,
+        checks.check_failed_compaction,
+        checks.check_failed_rewrite,
     ):
         name = check.__name__.removeprefix("check_")
         try:

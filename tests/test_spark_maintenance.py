@@ -25,15 +25,18 @@ from maintenance_checks import (
     build,
     check_cleanup_and_vacuum,
     check_compact,
+    check_failed_compaction,
+    check_failed_rewrite,
     check_index,
     check_rewrite_partitions,
     counts,
     expected,
     fragments,
-    layout,
+    kill_mid_task,
     leaf_dataset,
     leaf_versions,
     leave_crashed_compactions,
+    raise_mid_task,
     vectors,
 )
 
@@ -64,37 +67,10 @@ def test_compact_on_spark_equals_ns_compact(spark, store):
     check_compact(spark, _roots(store), _opts(store))
 
 
-REAL_STAGE = maintenance.stage_compaction
-# Spark pickles this module's functions by value, so tasks run the failing stage
-# functions below (which call the real one) without importing the tests.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _raise_mid_task(work, txn, opts):
-    """Stages a leaf for real, then fails the task on partition FR."""
-    staged = REAL_STAGE(work, txn, opts)
-    if work.leaf.values == ("FR",):
-        raise RuntimeError("injected task failure")
-    return staged
-
-
-def _kill_mid_task(work, txn, opts):
-    """Stages a leaf for real, then the task's Python worker dies (no rollback) on FR."""
-    staged = REAL_STAGE(work, txn, opts)
-    if work.leaf.values == ("FR",):
-        os._exit(3)
-    return staged
-
-
-REAL_COPY = spark_maintenance._copy_task
 REAL_INDEX_STAGE = index_build.stage_at_published
-
-
-def _copy_then_die(leaves, **job):
-    """Copies its partitions' rows for real (the files are written), then the task's
-    Python worker dies before it returns them."""
-    list(REAL_COPY(leaves, **job))
-    os._exit(3)
+# Spark pickles this module's functions by value, so tasks run the failing stage
+# function below (which calls the real one) without importing the tests.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _index_then_die(work, txn, opts):
@@ -106,46 +82,38 @@ def _index_then_die(work, txn, opts):
     return staged
 
 
-def _unpublished_files(ns: lp.PartitionedNamespace, store) -> int:
-    """Data files in the leaves' directories that their published versions do not read
-    (every earlier published version read a subset: appends only add files), as the
-    store lists them (``os`` or boto3, not the code under test)."""
-    snap = Snapshot.load(ns.manifest)
-    extra = 0
-    for leaf in snap.leaves():
-        ds = leaf_dataset(ns, snap, leaf, version=leaf.read_version)
-        read = {f.path for frag in ds.get_fragments() for f in frag.metadata.files}
-        extra += len(set(store.listdir(f"{snap.leaf_uri(leaf.location)}/data")) - read)
-    return extra
+REAL_COMPACT_STAGE = maintenance.stage_compaction
 
 
-@pytest.mark.parametrize("stage", [_raise_mid_task, _kill_mid_task])
-def test_a_failed_task_publishes_nothing_and_vacuum_removes_its_leftovers(
-    spark, store, monkeypatch, stage
-):
-    opts = _opts(store)
-    ns = build(store.root("ns"), opts)
-    version, published = ns.version, fragments(ns)
-    assert _unpublished_files(ns, store) == 0
-    monkeypatch.setattr(maintenance, "stage_compaction", stage)
-    with pytest.raises(DistributedTaskError, match="nothing was published") as info:
-        lps.compact(spark, ns.root, storage_options=opts, tasks=1)
-    assert "/rustc/" not in str(info.value) and ".rs:" not in str(info.value)
-    monkeypatch.undo()
-    ns.refresh()
-    assert ns.version == version and fragments(ns) == published
-    assert ns.to_arrow().sort_by("id").equals(expected())
-    assert _unpublished_files(ns, store) > 0  # the compacted files the tasks wrote
-    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), storage_options=opts)
-    assert _unpublished_files(ns, store) == 0
-    snap = Snapshot.load(ns.manifest)
-    for leaf in snap.leaves():  # the latest version of every leaf reads the published files
-        latest = leaf_dataset(ns, snap, leaf).to_table().sort_by("id")
-        read = leaf_dataset(ns, snap, leaf, version=leaf.read_version).to_table()
-        assert latest.equals(read.sort_by("id"))
-    assert ns.validate() == []
-    # and it runs again
-    assert lps.compact(spark, ns.root, storage_options=opts).leaves_compacted == 5
+def _slow_stage(work, txn, opts):
+    """Compaction's stage, a second slower: tasks end in waves that progress can see."""
+    time.sleep(1.0)
+    return REAL_COMPACT_STAGE(work, txn, opts)
+
+
+def test_progress_follows_the_jobs_tasks_not_only_its_end(spark, tmp_path, monkeypatch):
+    """``progress=`` of a distributed call reports the partitions of the tasks that have
+    finished while the job runs (five one-partition tasks on two cores end in three
+    waves), then every partition, once, at the end."""
+    ns = build(str(tmp_path / "ns"), None)
+    monkeypatch.setattr(spark_maintenance, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(maintenance, "stage_compaction", _slow_stage)
+    events = []
+    report = lps.compact(spark, ns.root, tasks=5, progress=events.append)
+    assert report.leaves_compacted == 5
+    done = [e.done for e in events]
+    assert (events[0].done, events[0].total) == (0, 5) and done == sorted(done)
+    assert 0 < done[1] < 5  # a wave of tasks, reported before the job ended
+    assert [e.finished for e in events].count(True) == 1 and events[-1].finished
+    assert (events[-1].done, events[-1].total, events[-1].unit) == (5, 5, "partitions")
+    swept = []
+    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), progress=swept.append)
+    assert (swept[-1].task, swept[-1].done, swept[-1].total) == ("vacuum", 5, 5)
+
+
+@pytest.mark.parametrize("stage", [raise_mid_task, kill_mid_task])
+def test_a_failed_task_publishes_nothing_and_vacuum_removes_its_leftovers(spark, store, stage):
+    check_failed_compaction(spark, _roots(store), _opts(store), stage)
 
 
 def test_compact_on_spark_refuses_a_bad_target_before_anything(spark, tmp_path):
@@ -206,26 +174,8 @@ def test_vacuum_on_spark_keeps_its_cutoff_when_the_driver_is_in_another_time_zon
         assert ns.validate() == []
 
 
-def test_a_killed_rewrite_task_publishes_nothing_and_vacuum_removes_its_files(
-    spark, store, monkeypatch
-):
-    opts = _opts(store)
-    ns = build(store.root("ns"), opts)
-    ns.evolve_spec("year(event_date), country")
-    version, before, names = ns.version, layout(ns), store.listdir(ns.root)
-    monkeypatch.setattr(spark_maintenance, "_copy_task", _copy_then_die)
-    with pytest.raises(DistributedTaskError, match="nothing was published"):
-        lps.rewrite_partitions(spark, ns.root, storage_options=opts, tasks=1)
-    monkeypatch.undo()
-    ns.refresh()
-    assert (ns.version, layout(ns)) == (version, before)
-    assert ns.to_arrow().sort_by("id").equals(expected())
-    assert len(store.listdir(ns.root)) > len(names)  # the partitions the tasks wrote
-    lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), storage_options=opts)
-    assert store.listdir(ns.root) == names
-    assert ns.validate() == []
-    moved = lps.rewrite_partitions(spark, ns.root, storage_options=opts)  # and it runs again
-    assert moved.rows == expected().num_rows
+def test_a_killed_rewrite_task_publishes_nothing_and_vacuum_removes_its_files(spark, store):
+    check_failed_rewrite(spark, _roots(store), _opts(store))
 
 
 def _index_dirs(ns: lp.PartitionedNamespace, store) -> set[str]:

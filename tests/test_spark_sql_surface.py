@@ -367,6 +367,26 @@ REFUSED = {
         "DESCRIBE HISTORY {t}",
         r"^lance_partitioned: Spark has no DESCRIBE HISTORY.*lp\.open\('{root}'\)\.history\(\)",
     ),
+    # ... and the same on a temporary view (its relation sits under Spark's View node)
+    "delete_from_view": (
+        "DELETE FROM {v} WHERE id = 1",
+        r"^lance_partitioned: DELETE FROM .*: use lp\.open\('{root}'\)\.delete\(filter\)",
+    ),
+    "update_view": (
+        "UPDATE {v} SET s = 'q' WHERE id = 1",
+        r"^lance_partitioned: UPDATE .*: use lp\.open\('{root}'\)\.update\(\{{.*\}}, where\)",
+    ),
+    "merge_into_view": (
+        "MERGE INTO {v} USING (SELECT 1L AS id) src ON {v}.id = src.id WHEN MATCHED THEN DELETE",
+        r"^lance_partitioned: MERGE INTO .*lps\.merge\(spark, df, '{root}', on=\[\.\.\.\]\)",
+    ),
+    "describe_history_view": (
+        "DESCRIBE HISTORY {v}",
+        r"^lance_partitioned: Spark has no DESCRIBE HISTORY.*lp\.open\('{root}'\)\.history\(\)",
+    ),
+    # Spark refuses these on any view before an extension's rule sees the statement
+    "show_partitions_view": ("SHOW PARTITIONS {v}", "EXPECT_TABLE_NOT_VIEW"),
+    "alter_table_view": ("ALTER TABLE {v} ADD COLUMNS (z INT)", "EXPECT_TABLE_NOT_VIEW"),
     "replace_table_as_select": (
         "REPLACE TABLE {t} USING lance_partitioned PARTITIONED BY (c) LOCATION '{root}' "
         "AS SELECT 7L AS id, 'z' AS s, 9 AS c, TIMESTAMP'2024-03-01' AS ts",

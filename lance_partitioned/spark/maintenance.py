@@ -30,15 +30,20 @@ driver publishes nothing (``DistributedTaskError``). Versions staged by tasks th
 had finished, or by a task whose process died, stay unpublished: readers never see
 them, the next write to the leaf restores over them, and ``vacuum`` removes them.
 
-The Spark UI names each job (``setJobDescription``): the operation, the number of
-partitions and tasks, and the transaction id that ``history()`` and the leaves'
-``lp.txn`` carry.
+The Spark UI names each job (its job group's description): the operation, the number
+of partitions and tasks, and the transaction id that ``history()`` and the leaves'
+``lp.txn`` carry. ``progress=`` (as the single-machine calls take it) follows the job:
+a thread polls Spark's status tracker for the job group's finished tasks and reports
+the partitions they held (``_TaskWatch``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -57,6 +62,7 @@ from lance_partitioned.operations.maintain.maintenance import (
     MaintenanceReport,
     SweepMany,
 )
+from lance_partitioned.operations.progress import NO_PROGRESS, Progress, ProgressLike, reporter
 from lance_partitioned.operations.txn.driver import (
     LeafTransaction,
     LeafWork,
@@ -71,6 +77,45 @@ from lance_partitioned.operations.write.partition_writer import WrittenFiles
 from lance_partitioned.operations.write.publish import WriteMode
 
 SLICES_PER_CORE = 4  # tasks per default-parallelism slot: a slow leaf delays less
+POLL_SECONDS = 0.5  # how often progress= asks Spark's status tracker
+_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+class _TaskWatch:
+    """Reports a running job's progress: every ``POLL_SECONDS`` it counts the finished
+    tasks of the job group ``group`` (Spark's status tracker) and advances ``progress``
+    to the items they held. ``parallelize`` gives each of the ``slices`` tasks an even
+    share, so ``finished × items / slices`` is what is done, to within one share."""
+
+    def __init__(self, sc: Any, group: str, items: int, slices: int, progress: Progress):
+        self.sc, self.group, self.items, self.slices = sc, group, items, slices
+        self.progress = progress
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="lps-progress", daemon=True)
+
+    def __enter__(self) -> _TaskWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self._report()
+
+    def _report(self) -> None:
+        tracker = self.sc.statusTracker()
+        finished = 0
+        for job in tracker.getJobIdsForGroup(self.group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else ():
+                stage_info = tracker.getStageInfo(stage)
+                finished += stage_info.numCompletedTasks if stage_info is not None else 0
+        reached = min(self.items, finished * self.items // self.slices)
+        if reached > self.progress.done:
+            self.progress.advance(reached - self.progress.done)
 
 
 def _run_job(
@@ -80,24 +125,36 @@ def _run_job(
     items: Sequence[Any],
     tasks: int | None,
     task: Callable[[Iterable[Any]], Iterable[Any]],
+    progress: Progress = NO_PROGRESS,
 ) -> list[Any]:
     """Run ``task`` on the items in Spark tasks (``tasks`` of them; default
     ``SLICES_PER_CORE`` per default-parallelism slot, at most one per item) as one job
-    named ``description`` in the Spark UI; every task's results, or DistributedTaskError."""
+    named ``description`` in the Spark UI, reporting the items done to ``progress``
+    (``_TaskWatch``); every task's results, or DistributedTaskError."""
+    progress.start(len(items))
     if not items:
         return []
     sc = spark.sparkContext
     n = min(len(items), tasks or sc.defaultParallelism * SLICES_PER_CORE)
-    sc.setJobDescription(f"lance_partitioned {what}: {description} in {n} tasks")
+    saved = {key: sc.getLocalProperty(key) for key in _GROUP_PROPERTIES}
+    group = f"lance_partitioned-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, f"lance_partitioned {what}: {description} in {n} tasks")
     try:
-        return sc.parallelize(list(items), n).mapPartitions(task).collect()
+        watch = _TaskWatch(sc, group, len(items), n, progress) if progress.active else None
+        with watch or contextlib.nullcontext():
+            results = sc.parallelize(list(items), n).mapPartitions(task).collect()
+        progress.advance(len(items) - progress.done)
+        return results
     except Exception as exc:
         raise _task_failed(what, exc) from exc
     finally:
-        sc.setJobDescription(None)  # type: ignore[arg-type]  # clears it
+        for key, value in saved.items():  # the caller's own job group, if it set one
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears it
 
 
-def stager(spark: SparkSession, what: str, tasks: int | None = None) -> StageMany:
+def stager(
+    spark: SparkSession, what: str, tasks: int | None = None, progress: Progress = NO_PROGRESS
+) -> StageMany:
     """A ``StageMany`` that stages the works in Spark tasks (``_run_job``)."""
 
     def stage_many(
@@ -109,20 +166,27 @@ def stager(spark: SparkSession, what: str, tasks: int | None = None) -> StageMan
         txn, opts = tx.staged.txn, tx.manifest.storage_options
         description = f"{len(works)} partitions of {tx.manifest.root} (transaction {txn})"
         task = partial(_stage_task, one=one, txn=txn, opts=opts)
-        for work, staged in _run_job(spark, what, description, works, tasks, task):
+        for work, staged in _run_job(spark, what, description, works, tasks, task, progress):
             record(work, staged)
 
     return stage_many
 
 
-def sweeper(spark: SparkSession, what: str, root: str, tasks: int | None = None) -> SweepMany:
+def sweeper(
+    spark: SparkSession,
+    what: str,
+    root: str,
+    tasks: int | None = None,
+    progress: Progress = NO_PROGRESS,
+) -> SweepMany:
     """A ``SweepMany`` that sweeps the leaves in Spark tasks (``_run_job``)."""
 
     def sweep_many(
         sweeps: Sequence[LeafSweep], opts: dict[str, str] | None
     ) -> list[MaintenanceReport]:
         task = partial(_sweep_task, opts=opts)
-        return _run_job(spark, what, f"{len(sweeps)} partitions of {root}", sweeps, tasks, task)
+        description = f"{len(sweeps)} partitions of {root}"
+        return _run_job(spark, what, description, sweeps, tasks, task, progress)
 
     return sweep_many
 
@@ -149,7 +213,9 @@ def _stage_task(
     return iter(done)
 
 
-def row_copier(spark: SparkSession, tasks: int | None = None) -> WriteMany:
+def row_copier(
+    spark: SparkSession, tasks: int | None = None, progress: Progress = NO_PROGRESS
+) -> WriteMany:
     """A ``WriteMany`` whose Spark tasks each copy a share of the leaves as a shared
     writer of the job (files only: the driver's commit creates new partitions)."""
 
@@ -166,7 +232,8 @@ def row_copier(spark: SparkSession, tasks: int | None = None) -> WriteMany:
         )
         description = f"{len(leaves)} partitions of {manifest.root}"
         written = WrittenFiles(snapshot.version)
-        for part in _run_job(spark, "rewrite_partitions", description, leaves, tasks, task):
+        parts = _run_job(spark, "rewrite_partitions", description, leaves, tasks, task, progress)
+        for part in parts:
             written.merge(part)
         return written
 
@@ -216,21 +283,24 @@ def compact(
     compact_manifest: bool = True,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
 ) -> MaintenanceReport:
     """``ns.compact`` with the leaves rewritten by Spark tasks (``tasks``: how many),
     published by one ``__manifest`` commit from the driver; see the module doc.
+    ``progress``: the partitions the job's finished tasks held, as ``ns.compact`` takes it.
 
     Example::
 
         lps.compact(spark, root, target_rows_per_fragment=1 << 20).leaves_compacted
     """
     manifest = Manifest(str(root), storage_options)
-    return maintenance.compact(
-        manifest,
-        target_rows_per_fragment,
-        compact_manifest,
-        stage_many=stager(spark, "compact", tasks),
-    )
+    with reporter(progress, "compact", "partitions") as bar:
+        return maintenance.compact(
+            manifest,
+            target_rows_per_fragment,
+            compact_manifest,
+            stage_many=stager(spark, "compact", tasks, bar),
+        )
 
 
 @lance_boundary
@@ -244,10 +314,12 @@ def create_index(
     filter: Any = None,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
     **params: Any,
 ) -> Any:
     """``ns.create_index`` with each partition's index built by a Spark task, published by
     one ``__manifest`` commit; the same checks, definition and ``IndexReport``.
+    ``progress``: the partitions the job's finished tasks held.
 
     Example::
 
@@ -256,15 +328,16 @@ def create_index(
     from lance_partitioned.search import build
 
     manifest = Manifest(str(root), storage_options)
-    return build.create_index(
-        manifest,
-        column,
-        index_type,
-        name,
-        filter,
-        stage_many=stager(spark, f"create_index {column} {index_type}", tasks),
-        **params,
-    )
+    with reporter(progress, "create_index", "partitions") as bar:
+        return build.create_index(
+            manifest,
+            column,
+            index_type,
+            name,
+            filter,
+            stage_many=stager(spark, f"create_index {column} {index_type}", tasks, bar),
+            **params,
+        )
 
 
 @lance_boundary
@@ -274,9 +347,10 @@ def optimize_indexes(
     *,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
 ) -> Any:
     """``ns.optimize_indexes`` with the partitions' indexes built by Spark tasks, published
-    by one ``__manifest`` commit.
+    by one ``__manifest`` commit. ``progress``: the partitions the job's finished tasks held.
 
     Example::
 
@@ -285,7 +359,9 @@ def optimize_indexes(
     from lance_partitioned.search import build
 
     manifest = Manifest(str(root), storage_options)
-    return build.optimize_indexes(manifest, stage_many=stager(spark, "optimize_indexes", tasks))
+    with reporter(progress, "optimize_indexes", "partitions") as bar:
+        stage_many = stager(spark, "optimize_indexes", tasks, bar)
+        return build.optimize_indexes(manifest, stage_many=stage_many)
 
 
 def _swept(
@@ -295,12 +371,15 @@ def _swept(
     older_than: dt.timedelta,
     storage_options: dict[str, str] | None,
     tasks: int | None,
+    progress: ProgressLike,
 ) -> MaintenanceReport:
     """``call`` (``maintenance.cleanup`` or ``vacuum``) with the leaves swept by Spark."""
     manifest = Manifest(str(root), storage_options)
     Snapshot.load(manifest, for_write=True)  # refuses a damaged namespace, as ns.cleanup does
     what = call.__name__
-    return call(manifest, older_than, sweep_many=sweeper(spark, what, manifest.root, tasks))
+    with reporter(progress, what, "partitions") as bar:
+        sweep_many = sweeper(spark, what, manifest.root, tasks, bar)
+        return call(manifest, older_than, sweep_many=sweep_many)
 
 
 @lance_boundary
@@ -311,6 +390,7 @@ def cleanup(
     *,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
 ) -> MaintenanceReport:
     """``ns.cleanup``: the driver removes old ``__manifest`` versions, Spark tasks the leaf
     versions only they read (``sweep_leaf`` per leaf); the same rules and report.
@@ -319,7 +399,7 @@ def cleanup(
 
         lps.cleanup(spark, root, older_than=timedelta(days=7))
     """
-    return _swept(maintenance.cleanup, spark, root, older_than, storage_options, tasks)
+    return _swept(maintenance.cleanup, spark, root, older_than, storage_options, tasks, progress)
 
 
 @lance_boundary
@@ -330,6 +410,7 @@ def vacuum(
     *,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
 ) -> MaintenanceReport:
     """``ns.vacuum``: Spark tasks heal each leaf and delete its unreferenced versions and
     files; the driver removes orphan partition directories and ``__manifest``'s orphan
@@ -339,7 +420,7 @@ def vacuum(
 
         lps.vacuum(spark, root, older_than=timedelta(days=1))
     """
-    return _swept(maintenance.vacuum, spark, root, older_than, storage_options, tasks)
+    return _swept(maintenance.vacuum, spark, root, older_than, storage_options, tasks, progress)
 
 
 @lance_boundary
@@ -350,6 +431,7 @@ def rewrite_partitions(
     *,
     storage_options: dict[str, str] | None = None,
     tasks: int | None = None,
+    progress: ProgressLike = None,
 ) -> WriteResult:
     """``ns.rewrite_partitions``: Spark tasks copy the rows of the partitions to move
     into the current spec, the driver replaces them in one ``__manifest`` commit.
@@ -360,8 +442,9 @@ def rewrite_partitions(
         lps.rewrite_partitions(spark, root, "event_date < '2025-01-01'")
     """
     manifest = Manifest(str(root), storage_options)
-    copier = row_copier(spark, tasks)
-    snapshot, written = rewrite.rewrite_partitions(manifest, filter, write_many=copier)
+    with reporter(progress, "rewrite_partitions", "partitions") as bar:
+        copier = row_copier(spark, tasks, bar)
+        snapshot, written = rewrite.rewrite_partitions(manifest, filter, write_many=copier)
     if written is None:
         return WriteResult(snapshot.version, 0, 0, 0)
     return WriteResult.of(snapshot.version, written)

@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 LEAF_DIR = re.compile(r"^[0-9a-f]{8}_v[0-9]+\$.*\$dataset$")
 # _indices/: segments of an index build that failed before its commit
 SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/", "_indices/")
+# On local disk Lance writes a version's manifest to a temporary file in _versions/ and
+# renames it; a process killed between the two (a Spark task's worker) leaves it behind.
+COMMIT_TEMP_FILE = re.compile(r"^_versions/\.tmp[^/]*$")
 
 
 @dataclass
@@ -324,14 +327,15 @@ def _sweep_leaves(
 def _sweep_orphan_files(
     uri: str, cutoff: dt.datetime, opts: dict[str, str] | None, report: MaintenanceReport
 ) -> None:
-    """Delete data, deletion and transaction files no version of the dataset references."""
+    """Delete data, deletion and transaction files no version of the dataset references,
+    and manifests a killed commit left in temporary files (``COMMIT_TEMP_FILE``)."""
     st = storage.resolve(uri, opts)
     ds = lance.dataset(uri, storage_options=opts)
     tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
     cutoff_utc = cutoff.astimezone(dt.timezone.utc)
     for f in ds.all_files().read_all().to_pylist():
         path = f["path"]
-        if path in tracked or not path.startswith(SWEPT_PREFIXES):
+        if path in tracked or not (path.startswith(SWEPT_PREFIXES) or COMMIT_TEMP_FILE.match(path)):
             continue
         if f["last_modified"] >= cutoff_utc:
             continue

@@ -42,6 +42,7 @@ import org.apache.spark.sql.catalyst.plans.logical.ReplaceTable;
 import org.apache.spark.sql.catalyst.plans.logical.ReplaceTableAsSelect;
 import org.apache.spark.sql.catalyst.plans.logical.ShowPartitions;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias$;
 import org.apache.spark.sql.catalyst.plans.logical.TableSpec;
 import org.apache.spark.sql.catalyst.plans.logical.TableSpecBase;
@@ -1012,8 +1013,9 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
 
     /** The BoundTable a resolved relation or table reference reads, or null. */
     static BoundTable boundTable(LogicalPlan plan) {
-        while (plan instanceof SubqueryAlias) {
-            plan = ((SubqueryAlias) plan).child();
+        // a temporary view's relation sits under its View node
+        while (plan instanceof SubqueryAlias || plan instanceof View) {
+            plan = plan instanceof View ? ((View) plan).child() : ((SubqueryAlias) plan).child();
         }
         Table table = null;
         if (plan instanceof DataSourceV2Relation) {
@@ -1032,16 +1034,19 @@ public final class Extensions extends AbstractFunction1<SparkSessionExtensions, 
     }
 
     /**
-     * The lance_partitioned table of Spark's session catalog that {@code nameParts} names
-     * ({@code t}, {@code db.t}, {@code spark_catalog.db.t}), or null (a temporary view, another
-     * catalog, another provider, no such table).
+     * The lance_partitioned table that {@code nameParts} names: a temporary view of one
+     * ({@code v}), or a table of Spark's session catalog ({@code t}, {@code db.t},
+     * {@code spark_catalog.db.t}); else null (a global temporary view, another catalog,
+     * another provider, no such table).
      */
     static BoundTable catalogTable(scala.collection.immutable.Seq<String> nameParts, SparkSession session) {
         CatalogManager manager = session.sessionState().catalogManager();
-        if (session.sessionState().catalog().isTempView(nameParts)) {
-            return null;
-        }
         List<String> parts = new ArrayList<>(CollectionConverters.asJava(nameParts));
+        if (session.sessionState().catalog().isTempView(nameParts)) {
+            scala.Option<View> view = parts.size() == 1
+                ? session.sessionState().catalog().getTempView(parts.get(0)) : scala.Option.empty();
+            return view.isDefined() ? boundTable(view.get()) : null;
+        }
         String sessionCatalog = manager.v2SessionCatalog().name();
         if (parts.size() == 3 && sessionCatalog.equalsIgnoreCase(parts.get(0))) {
             parts.remove(0);
