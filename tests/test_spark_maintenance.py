@@ -16,9 +16,11 @@ retention cutoff means the same moment on executors in another time zone.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import sys
 import time
+from unittest import mock
 
 import pytest
 from maintenance_checks import (
@@ -36,14 +38,17 @@ from maintenance_checks import (
     leaf_dataset,
     leaf_versions,
     leave_crashed_compactions,
+    published,
     raise_mid_task,
     vectors,
 )
 
 import lance_partitioned as lp
+from lance_partitioned.catalog import storage
 from lance_partitioned.catalog.snapshot import Snapshot
 from lance_partitioned.errors import DistributedTaskError, InvalidArgumentError
 from lance_partitioned.operations.maintain import maintenance
+from lance_partitioned.operations.txn import driver as txn_driver
 from lance_partitioned.search import build as index_build
 
 pytest.importorskip("pyspark")
@@ -109,6 +114,62 @@ def test_progress_follows_the_jobs_tasks_not_only_its_end(spark, tmp_path, monke
     swept = []
     lps.vacuum(spark, ns.root, older_than=dt.timedelta(0), progress=swept.append)
     assert (swept[-1].task, swept[-1].done, swept[-1].total) == ("vacuum", 5, 5)
+
+
+def _driver_must_not_check(staged, opts):
+    raise AssertionError("the driver looked for the staged files itself")
+
+
+def test_from_check_on_tasks_min_staged_leaves_tasks_look_for_the_files(spark, store, monkeypatch):
+    """Above ``CHECK_ON_TASKS_MIN`` staged leaves the check before publishing looks for
+    their files in Spark tasks (the driver's own lookup, patched to fail, is not used),
+    and the result is still the single-machine compaction's."""
+    monkeypatch.setattr(spark_maintenance, "CHECK_ON_TASKS_MIN", 1)
+    real_compact = lps.compact
+
+    def compact_checked_by_tasks(*args, **kwargs):
+        with mock.patch.object(txn_driver, "lacking", _driver_must_not_check):
+            return real_compact(*args, **kwargs)
+
+    monkeypatch.setattr(lps, "compact", compact_checked_by_tasks)
+    check_compact(spark, _roots(store), _opts(store))
+
+
+def test_a_staged_file_removed_before_publishing_is_found_by_the_tasks_check(
+    spark, store, monkeypatch, caplog
+):
+    """A staged leaf's new data file removed between the job and the commit: the tasks'
+    check finds it, the driver names it (StagedFilesMissingError, which compaction
+    logs and gives up on for this time), nothing is published and the staged versions
+    are rolled back."""
+    monkeypatch.setattr(spark_maintenance, "CHECK_ON_TASKS_MIN", 1)
+    ns = build(_roots(store)[0], _opts(store))
+    before = (ns.version, published(ns), fragments(ns))
+    gone: list[str] = []
+
+    def stage_then_lose_a_file(tx, works, one, record):
+        check_many = spark_maintenance.stager(spark, "compact")(tx, works, one, record)
+        staged = next(s for s in tx.staged.leaves.values() if s.changed)
+        name = sorted(f for f in staged.added if f.startswith("data/"))[0]
+        storage.resolve(staged.uri, _opts(store)).delete(storage.Storage.join(staged.uri, name))
+        gone.append(name.split("/")[-1])
+        return check_many
+
+    with (
+        mock.patch.object(txn_driver, "lacking", _driver_must_not_check),
+        caplog.at_level(logging.WARNING, logger=maintenance.__name__),
+    ):
+        report = maintenance.compact(
+            ns.manifest, compact_manifest=False, stage_many=stage_then_lose_a_file
+        )
+    assert report.leaves_compacted == 0
+    said = [r.getMessage() for r in caplog.records if "published nothing" in r.getMessage()]
+    assert gone and len(said) == 1 and gone[0] in said[0], said
+    ns = lp.open(ns.root, storage_options=_opts(store))
+    assert (ns.version, published(ns), fragments(ns)) == before
+    assert ns.to_arrow().sort_by("id").equals(expected())
+    assert ns.validate() == []
+    assert maintenance.compact(ns.manifest).leaves_compacted == 5  # nothing left in the way
 
 
 @pytest.mark.parametrize("stage", [raise_mid_task, kill_mid_task])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import lance
 import pyarrow as pa
@@ -418,3 +419,55 @@ def test_published_rows_are_built_without_a_json_round_trip(tmp_path, monkeypatc
     # the same JSON from a dict as from the JSON text of that dict
     text = '{"partition.1":"x"}'
     assert real(json.loads(text), 4, None, None, 7) == real(text, 4, None, None, 7)
+
+
+def test_many_local_lookups_go_in_batches_on_threads_and_keep_their_order(tmp_path, monkeypatch):
+    """``Storage.missing`` over more paths than one batch (``_LOCAL_BATCH``): the batches
+    run on threads, and what is missing is what ``os.path.exists`` says, in order."""
+    from lance_partitioned.catalog import storage
+
+    monkeypatch.setattr(storage, "_LOCAL_BATCH", 4)
+    paths = [str(tmp_path / f"f{i:02d}") for i in range(23)]
+    for i, path in enumerate(paths):
+        if i % 3:
+            open(path, "w").close()
+    (tmp_path / "d").mkdir()  # a directory exists too
+    paths.append(str(tmp_path / "d"))
+    threads = set()
+    st = storage.resolve(str(tmp_path))
+    real = st.fs.get_file_info
+
+    class Spy:
+        def get_file_info(self, batch):
+            threads.add(threading.get_ident())
+            return real(batch)
+
+    monkeypatch.setattr(st, "fs", Spy())
+    assert st.missing(paths) == [p for p in paths if not os.path.exists(p)]
+    assert len(threads) > 1
+
+
+def test_rows_by_id_looks_up_a_few_ids_and_scans_for_many(tmp_path, monkeypatch):
+    """``rows_by_id``: indexed ``object_id IN`` lookups for a few ids, one scan for a
+    large share of the table; the same rows either way (oracle: pyarrow's filter of
+    the whole ``__manifest``)."""
+    from lance_partitioned.catalog import manifest as manifest_module
+
+    ns = lp.create(str(tmp_path / "ns"), pa.schema([("k", pa.int64()), ("v", pa.int64())]), "k")
+    ns.append(pa.table({"k": list(range(40)), "v": list(range(40))}))
+    ds = ns.manifest.dataset()
+    everything = ds.to_table()
+    ids = everything.column("object_id").to_pylist()
+    filters = []
+    real = lance.LanceDataset.to_table
+    monkeypatch.setattr(
+        lance.LanceDataset,
+        "to_table",
+        lambda self, *a, **k: filters.append(k.get("filter")) or real(self, *a, **k),
+    )
+    for wanted, scans in ((ids[:2], False), (ids[::2], True)):
+        filters.clear()
+        got = manifest_module.rows_by_id(ds, wanted).sort_by("object_id")
+        want = everything.filter(pc.is_in(everything["object_id"], pa.array(wanted)))
+        assert got.equals(want.sort_by("object_id"))
+        assert filters == ([None] if scans else [filters[0]]) and (scans or "IN" in filters[0])

@@ -535,6 +535,7 @@ def _compact(
                 ),
             )
         except CommitConflictError as exc:  # every attempt lost: publish nothing this time
+            log.warning("compaction published nothing this time: %s", exc)
             skip_changed(exc)
         if published is None and tx.versions():
             tx.rollback()

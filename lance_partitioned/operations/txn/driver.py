@@ -46,7 +46,7 @@ from lance_partitioned.operations.leaf.leaf_changes import LeafChange
 from lance_partitioned.operations.txn import leases
 from lance_partitioned.operations.txn.failpoints import pause_point
 from lance_partitioned.operations.txn.parallel import for_each
-from lance_partitioned.operations.txn.staged_check import StagedLeaf, check_staged_all
+from lance_partitioned.operations.txn.staged_check import StagedLeaf, check_staged, lacking
 from lance_partitioned.operations.txn.staging import stage_leaf, unstage_leaf
 
 log = logging.getLogger(__name__)
@@ -85,12 +85,20 @@ def run_parallel(
     for_each(items, fn, min(STAGE_THREADS, len(items)), done)
 
 
+# Finds the staged leaves lacking files, as ``staged_check.lacking`` does, somewhere
+# else (Spark tasks, ``spark.maintenance``): given the staged leaves and the storage
+# options, those ``check_staged`` must look at.
+CheckMany = Callable[[Sequence[StagedLeaf], "dict[str, str] | None"], Sequence[StagedLeaf]]
+
+
 @dataclass
 class StagedSet:
     """Every leaf a transaction staged, by object id; what rollback undoes.
 
     ``lease`` (``operations.txn.leases``) is the transaction's lease, checked with
-    the staged files right before publishing.
+    the staged files right before publishing; ``check_many`` finds the staged leaves
+    lacking files (``staged_check.lacking``'s contract), where the staging ran (None:
+    on this process, ``lacking`` itself).
     """
 
     txn: str
@@ -98,6 +106,7 @@ class StagedSet:
     leaves: dict[str, StagedLeaf] = field(default_factory=dict)
     new_dirs: list[str] = field(default_factory=list)
     lease: Any = None
+    check_many: CheckMany | None = None
 
     def num_rows(self, object_ids: Iterable[str]) -> dict[str, int | None]:
         """The row count of each named leaf's staged version (None when unknown)."""
@@ -106,12 +115,15 @@ class StagedSet:
     def before_publish(self) -> None:
         """Call right before the ``__manifest`` commit: everything it will publish must exist.
 
-        Checks every staged version and the files it adds, then renews the
-        lease: the renewal comes last, so no maintenance run can claim the
-        lease between this check and the commit. Raises StagedFilesMissingError
-        or LeaseLostError (both retryable; nothing published).
+        Checks every staged version and the files it adds (``check_many``, then
+        ``check_staged`` of each leaf it found lacking), then renews the lease: the
+        renewal comes last, so no maintenance run can claim the lease between this
+        check and the commit. Raises StagedFilesMissingError or LeaseLostError (both
+        retryable; nothing published).
         """
-        check_staged_all(self.leaves.values(), self.storage_options)
+        find = self.check_many or lacking
+        for leaf in find(list(self.leaves.values()), self.storage_options):
+            check_staged(leaf, self.storage_options)  # raises, naming what is missing
         if self.lease is not None:
             self.lease.check()
 
@@ -195,10 +207,12 @@ class LeafWork:
 # (importable by name) so that it travels to Spark executors.
 StageOne = Callable[[LeafWork, str, "dict[str, str] | None"], "StagedLeaf | None"]
 # Where the stage functions run: given the transaction, the works, the function and
-# the callback recording each (returned work, staged leaf), it stages them all or raises.
+# the callback recording each (returned work, staged leaf), it stages them all or raises,
+# and returns where the check before publishing runs (a ``CheckMany``; None: here).
 # None: on this process's threads (``LeafTransaction.stage``); Spark: its tasks.
 StageMany = Callable[
-    ["LeafTransaction", Sequence[LeafWork], StageOne, Callable[[LeafWork, Any], None]], None
+    ["LeafTransaction", Sequence[LeafWork], StageOne, Callable[[LeafWork, Any], None]],
+    "CheckMany | None",
 ]
 
 
@@ -311,7 +325,7 @@ class LeafTransaction:
                 on_done(work, staged)
 
         if stage_many is not None:
-            stage_many(self, works, one, record)
+            self.staged.check_many = stage_many(self, works, one, record)
             return
         txn, opts = self.staged.txn, self.manifest.storage_options
         run_parallel(works, lambda w: one(w, txn, opts), record)

@@ -108,32 +108,41 @@ def _manifest_exists(st: storage.Storage, base: str, version: int) -> bool:
 
 
 def check_staged_all(staged: Iterable[StagedLeaf], storage_options: dict[str, str] | None) -> None:
-    """``check_staged`` for every leaf, with one batched metadata call per store.
+    """``check_staged`` for every leaf, with batched metadata calls (``lacking``): a
+    commit creating 10,000 partitions costs one call per store, not 20,000."""
+    for leaf in lacking(staged, storage_options):
+        check_staged(leaf, storage_options)  # raises, naming what is missing
 
-    Leaves whose added files are known are checked together (a commit creating
-    10,000 partitions then costs one call, not 20,000); a leaf found lacking,
-    or whose files are unknown, goes through ``check_staged``, which decides
-    (asking Lance when the manifest is stored elsewhere) and raises the
-    precise error.
-    """
-    by_store: dict[int, tuple[storage.Storage, list[tuple[StagedLeaf, list[str], int]]]] = {}
+
+def lacking(
+    staged: Iterable[StagedLeaf], storage_options: dict[str, str] | None
+) -> list[StagedLeaf]:
+    """The changed leaves that need ``check_staged``: those whose added files are
+    unknown, and those found lacking their version's manifest file (V2 name) or an
+    added file. The others are checked together, with one batched metadata call per
+    store; ``check_staged`` then decides about the few returned (asking Lance when
+    the manifest is stored elsewhere) and raises the precise error. Picklable both
+    ways, so that Spark tasks can check their shares (``spark.maintenance``)."""
+    out: list[StagedLeaf] = []
+    by_store: dict[int, tuple[storage.Storage, list[tuple[StagedLeaf, list[str]]]]] = {}
     for leaf in staged:
         if not leaf.changed:
             continue
         if leaf.added is None:
-            check_staged(leaf, storage_options)
+            out.append(leaf)
             continue
         st = storage.resolve(leaf.uri, storage_options)
         # only the V2 name (what pylance writes): a missing name costs a listing on
         # object stores; a leaf without it goes through check_staged, which tries V1
-        uris = [st.join(leaf.uri, "_versions", manifest_file_name(leaf.version))]
-        uris += [st.join(leaf.uri, f) for f in leaf.added]
-        by_store.setdefault(id(st), (st, []))[1].append((leaf, uris, 1))
+        base = leaf.uri.rstrip("/")  # ``Storage.join``, spelled out: it runs per file
+        uris = [f"{base}/_versions/{manifest_file_name(leaf.version)}"]
+        uris += [f"{base}/{f}" for f in leaf.added]
+        by_store.setdefault(id(st), (st, []))[1].append((leaf, uris))
     for st, leaves in by_store.values():
-        gone = set(st.missing(u for _, uris, _ in leaves for u in uris))
-        for leaf, uris, manifests in leaves:
-            if all(u in gone for u in uris[:manifests]) or any(u in gone for u in uris[manifests:]):
-                check_staged(leaf, storage_options)  # raises, naming what is missing
+        gone = set(st.missing(u for _, uris in leaves for u in uris))
+        if gone:
+            out.extend(leaf for leaf, uris in leaves if any(u in gone for u in uris))
+    return out
 
 
 def check_staged(staged: StagedLeaf, storage_options: dict[str, str] | None) -> None:
