@@ -538,16 +538,21 @@ def with_read_mirror(
     always travels with it: a version published without a known count
     (``num_rows`` None) drops any old count rather than keep a stale one.
     """
-    meta = dict(metadata) if isinstance(metadata, dict) else json.loads(metadata or "{}")
-    values = (read_version, read_branch, read_tag)
-    pairs = [*((READ_MIRROR_KEYS[c], v) for c, v in zip(READ_COLUMNS, values, strict=True))]
-    pairs.append((NUM_ROWS_KEY, num_rows))
-    for key, value in pairs:
+    meta = dict(metadata) if isinstance(metadata, dict) else _json_decode(metadata or "{}")
+    values = (read_version, read_branch, read_tag, num_rows)
+    for key, value in zip(_MIRROR_KEYS, values, strict=True):
         if value is None:
             meta.pop(key, None)
         else:
             meta[key] = str(value)
-    return json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+    return _json_encode(meta)
+
+
+# ``json.loads``/``dumps`` with their arguments checked once, not per row: a commit
+# republishing a million rows calls ``with_read_mirror`` a million times
+_json_decode = json.JSONDecoder().decode
+_json_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_MIRROR_KEYS = (*(READ_MIRROR_KEYS[c] for c in READ_COLUMNS), NUM_ROWS_KEY)
 
 
 def lock_rows(spec_ids: Iterable[int]) -> list[dict[str, Any]]:
