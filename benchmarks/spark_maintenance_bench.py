@@ -55,6 +55,7 @@ import os
 os.environ.setdefault("LANCE_LOG", "error")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import pickle  # noqa: E402
 import random  # noqa: E402
 import resource  # noqa: E402
@@ -109,13 +110,18 @@ def vector_table(tenants: int, vectors: int, dim: int) -> pa.Table:
     )
 
 
-def timed_stager(stage_many, spans: list[tuple[float, float]], seen: list | None = None):
+def timed_stager(
+    stage_many, spans: list[tuple[float, float]], seen: list | None = None, txs: list | None = None
+):
     """``stage_many`` that also records when its job started and ended
     (``time.perf_counter``; the end includes recording each result on the driver)
     and, given ``seen``, keeps the works it was handed, then the pickled size of the
-    first ``RESULT_SAMPLE`` results it got back."""
+    first ``RESULT_SAMPLE`` results it got back; given ``txs``, the transaction (whose
+    ``timings`` split the commit)."""
 
     def run(tx, works, one, record):
+        if txs is not None:
+            txs.append(tx)
         if seen is not None:
             seen.append(works)
             record = sized(record, seen)
@@ -129,6 +135,28 @@ def timed_stager(stage_many, spans: list[tuple[float, float]], seen: list | None
 
 
 RESULT_SAMPLE = 100
+
+
+@contextlib.contextmanager
+def timed_upkeep(seconds: list[float]):
+    """Within the block, each ``__manifest`` upkeep after a commit
+    (``manifest_index.maintain``, inside ``Manifest.commit``) appends its seconds."""
+    from lance_partitioned.catalog import manifest_index
+
+    maintain = manifest_index.maintain
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return maintain(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - start)
+
+    manifest_index.maintain = timed
+    try:
+        yield
+    finally:
+        manifest_index.maintain = maintain
 
 
 def sized(record, seen: list):
@@ -299,15 +327,25 @@ def run_driver(spark, args) -> dict:
     stage = threads_stager if spark is None else stager(spark, "compact (driver bench)")
     spans: list[tuple[float, float]] = []
     seen: list = []
+    txs: list = []
+    upkeep: list[float] = []
     rss_start = _rss_mib()
     log(f"driver: compaction of {n:,} partitions starts (stager: {args.driver_stager})")
     t0 = time.perf_counter()
     # lps.compact(spark, root) is this call, with compact_manifest=True
-    report = maintenance.compact(
-        Manifest(str(root)), compact_manifest=False, stage_many=timed_stager(stage, spans, seen)
-    )
+    with timed_upkeep(upkeep):
+        report = maintenance.compact(
+            Manifest(str(root)),
+            compact_manifest=False,
+            stage_many=timed_stager(stage, spans, seen, txs),
+        )
     t1 = time.perf_counter()
     [(job_start, job_end)] = spans
+    [tx] = txs
+    steps = {**tx.timings, "upkeep": sum(upkeep)}
+    steps["commit"] -= steps["upkeep"]  # Manifest.commit's time includes its upkeep
+    txs.clear()
+    log(f"driver: commit steps {', '.join(f'{k} {v:.1f} s' for k, v in steps.items())}")
     log(f"driver: committed after {t1 - t0:.1f} s; the manifest's compaction starts")
     maintenance._compact_manifest(Manifest(str(root)))  # compact()'s own last step
     t2 = time.perf_counter()
@@ -324,6 +362,7 @@ def run_driver(spark, args) -> dict:
         "plan": job_start - t0,
         "job": job_end - job_start,
         "commit": t1 - job_end,
+        "steps": steps,
         "manifest": t2 - t1,
         "rss_start": rss_start,
         "rss_peak": peak,
@@ -498,6 +537,15 @@ every partition indexed, `validate()` clean (all passed).
 """
 
 
+# LeafTransaction.timings' steps, and the upkeep timed apart from "commit"
+STEP_NAMES = {
+    "rows": "the rows to publish (`republish_rows`)",
+    "check": "the check before publishing (a Spark job from 50,000 partitions)",
+    "commit": "`merge_insert` and Lance's commit of `__manifest`",
+    "upkeep": "`__manifest` upkeep after the commit (`manifest_index.maintain`)",
+}
+
+
 def render_driver(args, d: dict) -> str:
     n = d["n"]
     spark = args.driver_stager == "spark"
@@ -507,6 +555,11 @@ def render_driver(args, d: dict) -> str:
         ("plan (lease, snapshot of every leaf, the works)", d["plan"]),
         (f"the job ({where} rewrite the leaves; results recorded)", d["job"]),
         ("commit (check before publishing, rows, one `__manifest` commit)", d["commit"]),
+        *((f"— of which {STEP_NAMES[k]}", sec) for k, sec in d["steps"].items()),
+        (
+            "— of which the rest (lease, the report, freeing the job's results)",
+            d["commit"] - sum(d["steps"].values()),
+        ),
         ("`__manifest`'s own compaction (`compact_manifest=True`'s step)", d["manifest"]),
         ("total", d["plan"] + d["job"] + d["commit"] + d["manifest"]),
     ]

@@ -27,9 +27,11 @@ staging many leaves in parallel.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,6 +254,9 @@ class LeafTransaction:
         self.what = what
         self.staged = StagedSet(txn or new_txn_id(), manifest.storage_options, lease=lease)
         self.published: int | None = None
+        # seconds spent publishing, by step: "rows" (building them), "check" (before
+        # publishing), "commit" (``Manifest.commit``, with its upkeep); summed over retries
+        self.timings: dict[str, float] = {"rows": 0.0, "check": 0.0, "commit": 0.0}
         self._on_rollback = on_rollback
         self._own_lease: leases.Lease | None = None
 
@@ -367,15 +372,19 @@ class LeafTransaction:
         """
         base = self.snapshot if base is None else base
         for attempt in COMMIT_RETRY.tries():
-            out = rows(base)
+            with self._timed("rows"):
+                out = rows(base)
             if out is None:
                 return None
             upserts, deletes = out
-            self.staged.before_publish()
+            with self._timed("check"):
+                self.staged.before_publish()
             dataset = base.dataset if isinstance(base, Snapshot) else base
             try:
                 record = info() if callable(info) else info
-                self.published = self.manifest.commit(dataset, upserts, deletes, record).version
+                with self._timed("commit"):
+                    committed = self.manifest.commit(dataset, upserts, deletes, record)
+                self.published = committed.version
             except CommitConflictError as exc:
                 if on_conflict is None or COMMIT_RETRY.is_last(attempt):
                     raise
@@ -385,6 +394,24 @@ class LeafTransaction:
             pause_point("published")
             return self.published
         return None
+
+    @contextlib.contextmanager
+    def _timed(self, step: str) -> Iterator[None]:
+        """Add the seconds the block takes to ``timings[step]``; say them at DEBUG level
+        (a commit over a million partitions takes a minute: where it goes is worth a log)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.timings[step] += seconds
+            log.debug(
+                "%s over %d staged partitions: %s took %.2f s",
+                self.what,
+                len(self.staged.leaves),
+                step,
+                seconds,
+            )
 
     def rollback(self, object_ids: Iterable[str] | None = None) -> None:
         """Undo the staging of the named leaves (default: all), which will not be published."""
