@@ -161,11 +161,12 @@ def timed_upkeep(seconds: list[float]):
 
 def sized(record, seen: list):
     """``record`` that appends the pickled size of its first ``RESULT_SAMPLE`` results
-    (work, staged leaf: what a task sends back) to ``seen``."""
+    (what a task sends back: key, change, why skipped, staged leaf) to ``seen``."""
 
     def run(work, staged):
         if len(seen) <= RESULT_SAMPLE:
-            seen.append(len(pickle.dumps((work, staged), protocol=pickle.HIGHEST_PROTOCOL)))
+            sent = (work.key, work.change, work.skipped, staged)
+            seen.append(len(pickle.dumps(sent, protocol=pickle.HIGHEST_PROTOCOL)))
         record(work, staged)
 
     return run
@@ -580,7 +581,7 @@ stage_many={stage})`, the job's start and end timestamped around `stage_many`).
 Driver process: resident set {d["rss_start"]:.0f} MiB when the compaction started, peak
 {d["rss_peak"]:.0f} MiB (`getrusage`); the works shipped to the job pickle to
 {d["pickled"] / 2**20:.1f} MiB ({d["pickled"] / n:.0f} bytes per partition); what each comes
-back as (work and staged leaf, pickled; mean of the first {RESULT_SAMPLE}) {d["result_bytes"]:.0f} bytes,
+back as (key, change, why skipped, staged leaf, pickled; mean of the first {RESULT_SAMPLE}) {d["result_bytes"]:.0f} bytes,
 ≈ {d["result_bytes"] * n / 2**20:.0f} MiB of results for the driver to collect.
 
 Answers checked: every partition compacted (`leaves_compacted` = {n:,}), `ns.count()` =

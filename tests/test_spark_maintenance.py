@@ -96,6 +96,38 @@ def _slow_stage(work, txn, opts):
     return REAL_COMPACT_STAGE(work, txn, opts)
 
 
+def _skip_one_stage(work, txn, opts):
+    """Compaction's stage, which leaves the partition of values ``SKIPPED`` alone (as it
+    does a leaf it cannot stage now), saying why."""
+    if work.leaf.values == SKIPPED:
+        work.skipped = "left alone by the test"
+        return None
+    return REAL_COMPACT_STAGE(work, txn, opts)
+
+
+SKIPPED: tuple = ()  # the partition values _skip_one_stage leaves alone (set by a test)
+
+
+def test_a_partition_a_task_leaves_alone_is_reported_skipped_and_stays_as_it_was(
+    spark, tmp_path, monkeypatch
+):
+    """What a task's staging found out about a work (why it skipped it, the counters of
+    its change) reaches the driver's report, though the task sends back neither the
+    leaf nor the work itself."""
+    ns = build(str(tmp_path / "ns"), None)
+    before = fragments(ns)
+    leaf = min(Snapshot.load(ns.manifest).leaves(), key=lambda leaf: leaf.object_id)
+    monkeypatch.setattr(sys.modules[__name__], "SKIPPED", leaf.values)
+    monkeypatch.setattr(maintenance, "stage_compaction", _skip_one_stage)
+    report = lps.compact(spark, ns.root, tasks=3)
+    assert report.skipped == [leaf.object_id]
+    assert report.leaves_compacted == len(before) - 1
+    assert report.fragments_rewritten == sum(n for v, n in before.items() if v != leaf.values)
+    assert fragments(lp.open(ns.root)) == {
+        v: n if v == leaf.values else 1 for v, n in before.items()
+    }
+
+
 def test_progress_follows_the_jobs_tasks_not_only_its_end(spark, tmp_path, monkeypatch):
     """``progress=`` of a distributed call reports the partitions of the tasks that have
     finished while the job runs (five one-partition tasks on two cores end in three
