@@ -52,7 +52,7 @@ os.environ.setdefault("LANCE_LOG", "error")
 import lance  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import scale_build  # noqa: E402
-from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+from bench_env import clocked, command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.operations.txn import driver  # noqa: E402
@@ -203,15 +203,8 @@ def measure(root: Path, n: int, reps: int, extra: list[int], rng: random.Random)
     whole, commits, stagings = [], [], []
     staged_in: list[float] = []
     real = driver.run_parallel
-
-    def timed_staging(*args, **kwargs):  # LeafTransaction.stage stages every leaf through it
-        t = time.perf_counter()
-        try:
-            return real(*args, **kwargs)
-        finally:
-            staged_in.append(time.perf_counter() - t)
-
-    driver.run_parallel = timed_staging
+    # LeafTransaction.stage stages every leaf through it
+    driver.run_parallel = clocked(real, staged_in)
     for _ in range(2):
         ks = rng.sample(range(n), min(1000, n))
         data = pa.table({"k": ks, "v": [-1] * len(ks)}, schema=SCHEMA)

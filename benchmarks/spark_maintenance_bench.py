@@ -72,7 +72,7 @@ import pyarrow as pa  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_env import command, header_lines, loadavg, utc_now, write_report  # noqa: E402
+from bench_env import clocked, command, header_lines, loadavg, utc_now, write_report  # noqa: E402
 
 import lance_partitioned as lp  # noqa: E402
 from lance_partitioned.catalog.manifest import Manifest  # noqa: E402
@@ -144,15 +144,7 @@ def timed_upkeep(seconds: list[float]):
     from lance_partitioned.catalog import manifest_index
 
     maintain = manifest_index.maintain
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return maintain(*args, **kwargs)
-        finally:
-            seconds.append(time.perf_counter() - start)
-
-    manifest_index.maintain = timed
+    manifest_index.maintain = clocked(maintain, seconds)
     try:
         yield
     finally:
