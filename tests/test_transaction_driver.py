@@ -150,3 +150,31 @@ def test_a_failed_transaction_says_so_and_rolls_its_leaves_back_in_parallel(
     ns = lp.open(root)
     assert ns.to_arrow().sort_by("id").equals(expected)
     assert ns.validate() == []
+
+
+def test_publishing_says_how_long_each_step_took(tmp_path, monkeypatch, caplog):
+    """The rows, the check before publishing and the commit are timed apart (DEBUG log,
+    ``LeafTransaction.timings``): two of them slowed by known sleeps show at least those."""
+    import re
+    import time
+
+    root = str(tmp_path / "ns")
+    ns = lp.create(root, SCHEMA, "p")
+    for i in range(2):  # two fragments per leaf: compaction stages both leaves
+        ns.append(pa.concat_tables([rows([i], "x", k=["a"]), rows([10 + i], "y", k=["b"])]))
+
+    def slowed(fn, seconds):
+        def run(*args, **kwargs):
+            time.sleep(seconds)
+            return fn(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(driver, "republish_rows", slowed(driver.republish_rows, 0.2))
+    monkeypatch.setattr(driver, "lacking", slowed(driver.lacking, 0.3))
+    caplog.set_level("DEBUG", logger=driver.__name__)
+    assert lp.open(root).compact().leaves_compacted == 2
+    said = re.findall(r"compaction over 2 staged partitions: (\w+) took ([\d.]+) s", caplog.text)
+    took = {step: float(seconds) for step, seconds in said}
+    assert [step for step, _ in said] == ["rows", "check", "commit"]
+    assert took["rows"] >= 0.2 and took["check"] >= 0.3
