@@ -183,14 +183,16 @@ def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):
 
 
 @local_only
-def test_vacuum_removes_the_temporary_manifest_a_killed_commit_left(ns):
-    """On local disk Lance writes a manifest to ``_versions/.tmp...`` and renames it; a
-    process killed in between (a Spark task's worker) leaves the file, which no version
+@pytest.mark.parametrize("names", [(".tmpKq3Zx1", ".tmpYg8Wv2"), ("{}#1", "{}#2")])
+def test_vacuum_removes_the_temporary_manifest_a_killed_commit_left(ns, names):
+    """On local disk a manifest is written to a temporary file and renamed
+    (``_versions/.tmp...`` by Lance, ``<name>.manifest#<n>`` by the object store layer);
+    a process killed in between (a Spark task's worker) leaves the file, which no version
     references. Vacuum removes it once it is older than the cutoff, like any orphan."""
     expected = state(ns.root)
     leaf = os.path.join(ns.root, ns.plan()[0].location, "_versions")
     manifest = sorted(n for n in os.listdir(leaf) if n.endswith(".manifest"))[0]
-    old, young = os.path.join(leaf, ".tmpKq3Zx1"), os.path.join(leaf, ".tmpYg8Wv2")
+    old, young = (os.path.join(leaf, name.format(manifest)) for name in names)
     for path in (old, young):
         with open(os.path.join(leaf, manifest), "rb") as src, open(path, "wb") as dst:
             dst.write(src.read())

@@ -68,9 +68,11 @@ log = logging.getLogger(__name__)
 LEAF_DIR = re.compile(r"^[0-9a-f]{8}_v[0-9]+\$.*\$dataset$")
 # _indices/: segments of an index build that failed before its commit
 SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/", "_indices/")
-# On local disk Lance writes a version's manifest to a temporary file in _versions/ and
-# renames it; a process killed between the two (a Spark task's worker) leaves it behind.
-COMMIT_TEMP_FILE = re.compile(r"^_versions/\.tmp[^/]*$")
+# On local disk a version's manifest is written to a temporary file in _versions/ and
+# renamed: ``.tmp...`` (Lance's commit) or ``<name>.manifest#<n>`` (the object store
+# layer's staged upload); a process killed between the two (a Spark task's worker)
+# leaves it behind.
+COMMIT_TEMP_FILE = re.compile(r"^_versions/(\.tmp[^/]*|[^/]+\.manifest#[0-9]+)$")
 
 
 @dataclass
@@ -343,6 +345,14 @@ def _sweep_orphan_files(
             continue
         report.files_removed += 1
         report.bytes_removed += f["size_bytes"]
+    if st.is_local:  # staged uploads (``<name>#<n>``) exist there only; Lance lists none
+        for entry in st.list(st.join(uri, "_versions")):
+            staged_upload = "#" in entry.name and COMMIT_TEMP_FILE.match("_versions/" + entry.name)
+            if not staged_upload or entry.mtime is None or entry.mtime >= cutoff_utc:
+                continue
+            if st.delete(entry.uri):
+                report.files_removed += 1
+                report.bytes_removed += entry.size
 
 
 def _sweep_orphan_dirs(
