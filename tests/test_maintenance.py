@@ -183,24 +183,36 @@ def test_vacuum_reclaims_a_crashed_writers_files_only_when_old_enough(ns):
 
 
 @local_only
-@pytest.mark.parametrize("names", [(".tmpKq3Zx1", ".tmpYg8Wv2"), ("{}#1", "{}#2")])
-def test_vacuum_removes_the_temporary_manifest_a_killed_commit_left(ns, names):
-    """On local disk a manifest is written to a temporary file and renamed
-    (``_versions/.tmp...`` by Lance, ``<name>.manifest#<n>`` by the object store layer);
-    a process killed in between (a Spark task's worker) leaves the file, which no version
-    references. Vacuum removes it once it is older than the cutoff, like any orphan."""
+@pytest.mark.parametrize(
+    "folder, suffix, names",
+    [
+        ("_versions", ".manifest", (".tmpKq3Zx1", ".tmpYg8Wv2")),
+        ("_versions", ".manifest", ("{}#1", "{}#2")),
+        ("data", ".lance", (".tmpCwGqYR", ".tmpK0kMlT")),
+        ("data", ".lance", ("{}#1", "{}#2")),
+        ("_transactions", ".txn", ("{}#3", "{}#4")),
+    ],
+    ids=["commit", "staged-manifest", "data-file", "staged-data-file", "staged-transaction"],
+)
+def test_vacuum_removes_the_temporary_file_a_killed_writer_left(ns, folder, suffix, names):
+    """On local disk a file is written to a temporary name and renamed: ``<dir>/.tmp...``
+    by Lance, ``<name>#<n>`` by the object store layer (manifests; any file it puts). A
+    process killed in between (a Spark task's worker) leaves the file, which no version
+    references; Lance's own listing skips the second kind. Vacuum removes both once they
+    are older than the cutoff."""
     expected = state(ns.root)
-    leaf = os.path.join(ns.root, ns.plan()[0].location, "_versions")
-    manifest = sorted(n for n in os.listdir(leaf) if n.endswith(".manifest"))[0]
-    old, young = (os.path.join(leaf, name.format(manifest)) for name in names)
+    where = os.path.join(ns.root, ns.plan()[0].location, folder)
+    original = sorted(n for n in os.listdir(where) if n.endswith(suffix))[0]
+    old, young = (os.path.join(where, name.format(original)) for name in names)
     for path in (old, young):
-        with open(os.path.join(leaf, manifest), "rb") as src, open(path, "wb") as dst:
+        with open(os.path.join(where, original), "rb") as src, open(path, "wb") as dst:
             dst.write(src.read())
     two_days_ago = time.time() - 2 * 86400
     os.utime(old, (two_days_ago, two_days_ago))
     first = ns.vacuum()  # default grace: a day
     assert not os.path.exists(old) and os.path.exists(young)
     assert first.files_removed == 1
+    assert first.bytes_removed == os.path.getsize(young)
     ns.vacuum(older_than=dt.timedelta(0))
     assert not os.path.exists(young)
     assert state(ns.root) == expected

@@ -68,11 +68,17 @@ log = logging.getLogger(__name__)
 LEAF_DIR = re.compile(r"^[0-9a-f]{8}_v[0-9]+\$.*\$dataset$")
 # _indices/: segments of an index build that failed before its commit
 SWEPT_PREFIXES = ("data/", "_deletions/", "_transactions/", "_indices/")
-# On local disk a version's manifest is written to a temporary file in _versions/ and
-# renamed: ``.tmp...`` (Lance's commit) or ``<name>.manifest#<n>`` (the object store
-# layer's staged upload); a process killed between the two (a Spark task's worker)
-# leaves it behind.
-COMMIT_TEMP_FILE = re.compile(r"^_versions/(\.tmp[^/]*|[^/]+\.manifest#[0-9]+)$")
+# On local disk Lance writes every file to a ``.tmp...`` file in its directory and renames
+# it; a process killed in between (a Spark task's worker) leaves that file behind. Lance's
+# listing shows it: the prefixes above cover data, deletions, transactions and indices, and
+# COMMIT_TEMP_FILE covers ``_versions/``.
+COMMIT_TEMP_FILE = re.compile(r"^_versions/\.tmp[^/]*$")
+# Manifests go through the object store layer instead, which on local disk stages each file
+# it puts as ``<name>#<n>``. Lance's listing skips those, so vacuum lists them itself, in
+# every directory it sweeps.
+STAGED_UPLOAD = re.compile(
+    r"^(data|_deletions|_transactions|_indices|_versions)/(.+/)?[^/]+#[0-9]+$"
+)
 
 
 @dataclass
@@ -329,8 +335,9 @@ def _sweep_leaves(
 def _sweep_orphan_files(
     uri: str, cutoff: dt.datetime, opts: dict[str, str] | None, report: MaintenanceReport
 ) -> None:
-    """Delete data, deletion and transaction files no version of the dataset references,
-    and manifests a killed commit left in temporary files (``COMMIT_TEMP_FILE``)."""
+    """Delete data, deletion, transaction and index files no version of the dataset
+    references, and what a killed writer left in temporary files: Lance's in ``_versions/``
+    (``COMMIT_TEMP_FILE``) and, on local disk, staged uploads (``STAGED_UPLOAD``)."""
     st = storage.resolve(uri, opts)
     ds = lance.dataset(uri, storage_options=opts)
     tracked = set(ds.tracked_files().read_all().column("path").to_pylist())
@@ -345,11 +352,12 @@ def _sweep_orphan_files(
             continue
         report.files_removed += 1
         report.bytes_removed += f["size_bytes"]
-    if st.is_local:  # staged uploads (``<name>#<n>``) exist there only; Lance lists none
-        for entry in st.list(st.join(uri, "_versions")):
-            staged_upload = "#" in entry.name and COMMIT_TEMP_FILE.match("_versions/" + entry.name)
-            if not staged_upload or entry.mtime is None or entry.mtime >= cutoff_utc:
+    if st.is_local:  # staged uploads exist there only, and Lance lists none of them
+        for entry in st.list(uri, recursive=True):
+            if not STAGED_UPLOAD.match(st.relative(entry.uri, uri)):
                 continue
+            if entry.mtime is None or entry.mtime >= cutoff_utc:
+                continue  # a writer may be filling it right now
             if st.delete(entry.uri):
                 report.files_removed += 1
                 report.bytes_removed += entry.size
