@@ -7,6 +7,7 @@ the library's own errors), and also of the builtin kind a caller may catch inste
 
 from __future__ import annotations
 
+import bisect
 import functools
 import inspect
 import numbers
@@ -267,20 +268,61 @@ def positive_int(name: str, value: object) -> int:
 
 
 # Lance's errors carry the Rust source location: ", /…/planner.rs:1100:20" or
-# ", /rustc/<hash>/library/core/src/ops/function.rs:250:5"
-_RUST_PATH = re.compile(r",?\s*\S*/[\w./-]+\.rs:\d+:\d+")
+# ", /rustc/<hash>/library/core/src/ops/function.rs:250:5". It is found from its end
+# and followed back to the word's start: a pattern starting with the path (",?\s*\S*/…")
+# tries every position of a long word, quadratic in its length (a message quoting a
+# 240,000-character filter took minutes).
+_RUST_LOCATION = re.compile(r"\.rs:\d+:\d+")
+_SPACE = re.compile(r"\s")
+
+
+def _rust_paths(text: str) -> list[tuple[int, int]]:
+    """The spans of ``text`` holding a Rust source path: the whole word ending in
+    ``/<path>.rs:<line>:<column>``, with the ", " before it."""
+    locations = list(_RUST_LOCATION.finditer(text))
+    if not locations:
+        return []
+    spaces = [m.start() for m in _SPACE.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    floor = 0  # where the last span ended: spans do not overlap
+    for found in locations:
+        end = tail = found.start()
+        # back over path characters, which stop at the ":" of an earlier location: each
+        # character is looked at once or twice (a regex searching back is quadratic)
+        while tail > floor and (text[tail - 1].isalnum() or text[tail - 1] in "_./-"):
+            tail -= 1
+        if "/" not in text[tail : max(end - 1, tail)]:  # a "/", then path characters
+            continue
+        word = bisect.bisect_left(spaces, end)
+        start = max(spaces[word - 1] + 1 if word else 0, floor)
+        while start > floor and text[start - 1].isspace():
+            start -= 1
+        if start > floor and text[start - 1] == ",":
+            start -= 1
+        spans.append((start, found.end()))
+        floor = found.end()
+    return spans
+
+
+def strip_rust_paths(text: str) -> str:
+    """``text`` without the Rust source paths Lance appends."""
+    pieces, at = [], 0
+    for start, end in _rust_paths(text):
+        pieces.append(text[at:start])
+        at = end
+    return "".join(pieces) + text[at:]
 
 
 def lance_message(exc: BaseException) -> str:
     """``str(exc)`` without the Rust source paths Lance appends (and pyarrow's
     ``External error:`` prefix): what a user may be shown."""
-    text = _RUST_PATH.sub("", str(exc)).strip()
+    text = strip_rust_paths(str(exc)).strip()
     return text.removeprefix("External error: ")
 
 
 def shows_rust_path(text: str) -> bool:
     """Whether ``text`` holds a Rust source path (what ``lance_message`` removes)."""
-    return _RUST_PATH.search(text) is not None
+    return bool(_rust_paths(text))
 
 
 class LanceError(PartitionedNamespaceError):
@@ -358,7 +400,7 @@ def raise_for_user(exc: BaseException, where: str | None = None) -> NoReturn:
     """
     if isinstance(exc, PartitionedNamespaceError):
         if len(exc.args) == 1 and isinstance(exc.args[0], str) and shows_rust_path(exc.args[0]):
-            exc.args = (_RUST_PATH.sub("", exc.args[0]).strip(),)
+            exc.args = (strip_rust_paths(exc.args[0]).strip(),)
         raise exc
     if _is_panic(exc) or (
         isinstance(exc, Exception) and (where is not None or shows_rust_path(str(exc)))

@@ -20,6 +20,7 @@ import pytest
 from conftest import EVENTS_SCHEMA, make_events
 
 import lance_partitioned as lp
+from lance_partitioned.errors import lance_message, shows_rust_path
 from lance_partitioned.operations.write import job
 
 RUST_PATH = re.compile(r"/rustc/|\.rs:\d")
@@ -127,3 +128,32 @@ def test_our_errors_quoting_lance_are_cleaned(ns, monkeypatch):
     assert_clean(exc)
     assert type(exc) is lp.SchemaError
     assert str(exc) == "partition p: cannot add columns ['x']: LanceError(IO): boom"
+
+
+LONG_WORD = "invert(" * 40_000 + "x"  # a generated filter quoted in a message
+
+
+@pytest.mark.parametrize(
+    "said, shown",
+    [
+        (LANCE_SAYS, "LanceError(IO): boom"),
+        (
+            "Duplicate column name: id, /home/runner/lance/src/projection.rs:76:24",
+            "Duplicate column name: id",
+        ),
+        ("two: a /x/y.rs:1:2 and b, /p/q.rs:3:4 end", "two: a and b end"),
+        ("joined, /a/b.rs:1:2/c/d.rs:3:4 rest", "joined rest"),
+        (
+            "not a path: lib.rs:1:2 or /.rs:1:2 or a/ b.rs:3:4",
+            "not a path: lib.rs:1:2 or /.rs:1:2 or a/ b.rs:3:4",
+        ),
+        (f"filter {LONG_WORD}: failed, /a/b.rs:9:9", f"filter {LONG_WORD}: failed"),
+        (f"filter {LONG_WORD}/a/b.rs:9:9 failed", "filter failed"),
+    ],
+    ids=["rustc", "home", "two", "adjacent", "not-paths", "long-word", "long-word-path"],
+)
+def test_lance_message_removes_exactly_the_rust_paths(said, shown):
+    """The path is the whole word ending in ``/<path>.rs:<line>:<column>``, with the ", "
+    before it; the rest of the message stays as it was, however long its words."""
+    assert lance_message(Exception(said)) == shown
+    assert shows_rust_path(said) == (said != shown)

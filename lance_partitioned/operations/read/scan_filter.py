@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     import datafusion
 
 
+# How much of an untranslatable expression an error message quotes
+SHOWN_FILTER_CHARS = 300
+
+
 def parse_any_filter(filter: FilterLike, columns: Collection[str] | None = None) -> Expr | None:
     """The filter AST from SQL text, a pyarrow or DataFusion expression, or an AST.
 
@@ -62,7 +66,10 @@ def parse_any_filter(filter: FilterLike, columns: Collection[str] | None = None)
                 "compute Expression or a DataFusion Expr"
             )
     except (ValueError, NotImplementedError) as exc:
-        raise FilterError(f"cannot translate filter {filter}: {exc}") from exc
+        shown = str(filter)
+        if len(shown) > SHOWN_FILTER_CHARS:  # a generated filter may be 100,000s of characters
+            shown = f"{shown[:SHOWN_FILTER_CHARS]}… ({len(shown):,} characters)"
+        raise FilterError(f"cannot translate filter {shown}: {exc}") from exc
     return expr
 
 
