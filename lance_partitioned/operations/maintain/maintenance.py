@@ -77,7 +77,7 @@ COMMIT_TEMP_FILE = re.compile(r"^_versions/\.tmp[^/]*$")
 # it puts as ``<name>#<n>``. Lance's listing skips those, so vacuum lists them itself, in
 # every directory it sweeps.
 STAGED_UPLOAD = re.compile(
-    r"^(data|_deletions|_transactions|_indices|_versions)/(.+/)?[^/]+#[0-9]+$"
+    f"^({'|'.join(map(re.escape, (*SWEPT_PREFIXES, '_versions/')))})(.+/)?[^/]+#[0-9]+$"
 )
 
 
